@@ -1,0 +1,85 @@
+# Sluice developer commands. `make help` lists them.
+SHELL := /bin/bash
+PY ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+PROFILE ?= small
+NODES ?=
+CLUSTER_ARGS := --profile $(PROFILE) $(if $(NODES),--nodes $(NODES),)
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help:  ## List the targets
+	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-14s %s\n", $$1, $$2}'
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+
+.PHONY: setup
+setup: $(BIN)/python  ## Install Python deps (locked) and build/cache the control-plane binaries
+	$(BIN)/python -m pip install -q --disable-pip-version-check uv==0.13.9
+	$(BIN)/uv pip sync -q --python $(BIN)/python requirements/dev.lock
+	$(BIN)/uv pip install -q --python $(BIN)/python --no-deps -e .
+	$(BIN)/python -m operators.devcluster build
+
+.PHONY: lock
+lock:  ## Re-resolve requirements/dev.lock from pyproject.toml
+	$(BIN)/uv pip compile -q pyproject.toml --extra dev --python-version 3.11 -o requirements/dev.lock
+
+.PHONY: lint
+lint:  ## ruff, mypy --strict, import-linter layers, CRD drift check
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy operators tests e2e bench
+	$(BIN)/lint-imports
+	$(BIN)/python -m operators.api.crdgen --check crds
+
+.PHONY: fmt
+fmt:  ## Apply ruff fixes and formatting
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+.PHONY: crds
+crds:  ## Regenerate crds/ from the models in operators/api
+	$(BIN)/python -m operators.api.crdgen crds
+
+.PHONY: unit
+unit:  ## Fast unit and property tests (no cluster)
+	$(BIN)/pytest tests -q
+
+.PHONY: e2e
+e2e:  ## End-to-end tests against a real local control plane (started by the tests)
+	$(BIN)/pytest e2e -q
+
+.PHONY: test
+test: lint unit e2e  ## Everything CI runs: lint + unit + e2e
+
+.PHONY: bench
+bench:  ## Benchmarks; results go to docs/benchmarks.md by hand
+	$(BIN)/python -m bench.core
+	$(BIN)/python -m bench.bind
+
+.PHONY: bench-core
+bench-core:  ## Scheduler-core session benchmark (no cluster)
+	$(BIN)/python -m bench.core
+
+.PHONY: cluster-up
+cluster-up:  ## Start the local cluster: make cluster-up PROFILE=small|large|lingjun [NODES=N]
+	$(BIN)/python -m operators.devcluster up $(CLUSTER_ARGS)
+
+.PHONY: cluster-down
+cluster-down:  ## Stop the local cluster and remove its state
+	$(BIN)/python -m operators.devcluster down
+
+.PHONY: cluster-status
+cluster-status:  ## Show the local cluster's processes and nodes
+	$(BIN)/python -m operators.devcluster status
+
+.PHONY: run
+run:  ## Local cluster + CRDs + operators + samples
+	$(BIN)/python -m operators.devcluster run $(CLUSTER_ARGS)
+
+.PHONY: clean
+clean:  ## Remove the virtualenv and caches (keeps the built binaries in ~/.cache/sluice)
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

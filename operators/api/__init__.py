@@ -1,0 +1,1 @@
+"""Typed models of every Sluice kind; the CRDs in crds/ are generated from them."""

@@ -1,0 +1,1 @@
+"""The `sluice` command and `kubectl sluice` plugin."""

@@ -1,0 +1,1 @@
+"""Runtime adapters: kube clients, watch-fed caches, binder/evictor, leader election, metrics."""

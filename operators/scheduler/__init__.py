@@ -1,0 +1,1 @@
+"""The pure scheduling core: snapshot in, decisions out. No kopf, no client, no I/O, no clock."""
