@@ -1,0 +1,94 @@
+"""The single entry point: ``run_session(snapshot, config) -> SessionResult``.
+
+One session = open (index the snapshot into vectors, compute deserved shares), then run the
+configured actions in order, then close (turn committed statements into decisions, compute
+statuses and explanations). Everything is deterministic for a given snapshot and config.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from operators.scheduler.decisions import Decision, Explanation
+    from operators.scheduler.snapshot import Resources, Snapshot
+
+
+class ActionName(enum.StrEnum):
+    ENQUEUE = "enqueue"
+    ALLOCATE = "allocate"
+    PREEMPT = "preempt"
+    RECLAIM = "reclaim"
+    BACKFILL = "backfill"
+
+
+DEFAULT_ACTIONS: tuple[ActionName, ...] = (
+    ActionName.ENQUEUE,
+    ActionName.ALLOCATE,
+    ActionName.PREEMPT,
+    ActionName.RECLAIM,
+    ActionName.BACKFILL,
+)
+
+Timer = Callable[[], float]
+"""A monotonic clock the *caller* injects (e.g. ``time.perf_counter``); the core never reads one."""
+
+
+@dataclass(frozen=True, slots=True)
+class SessionConfig:
+    actions: tuple[ActionName, ...] = DEFAULT_ACTIONS
+    # Node score = binpack_weight * binpack + topology_weight * topology (weighted sum).
+    binpack_weight: float = 1.0
+    topology_weight: float = 1.0
+    # Grace period for victims when neither their group nor their queue sets one (seconds).
+    default_preemption_delay: float = 0.0
+    # Upper bound on victim groups considered for one preemptor (bounds session time).
+    max_victims_per_preemptor: int = 64
+    # Upper bound on preemptors tried per action (bounds session time under heavy contention).
+    max_preemptors: int = 256
+    timer: Timer | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStatus:
+    """Computed per queue each session; the runtime writes it to ``Queue.status`` (coalesced).
+
+    Resource maps use snapshot units, with GPUs in whole cards rounded up and the exact figure in
+    ``nvidia.com/gpu-milli``.
+    """
+
+    deserved: Resources
+    allocated: Resources
+    pending: int  # groups in Pending
+    inqueue: int
+    running: int
+
+
+@dataclass(frozen=True, slots=True)
+class PoolStatus:
+    capacity: Resources
+    allocatable: Resources
+    used: Resources
+    shared: Resources  # used by tasks of other pools (borrowers)
+    pending: Resources  # requests of this pool's pending tasks
+    nodes: int
+
+
+@dataclass(frozen=True, slots=True)
+class SessionResult:
+    decisions: tuple[Decision, ...]
+    explanations: Mapping[str, Explanation]  # group uid -> why it is (not) scheduled
+    timings: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+    queues: Mapping[str, QueueStatus] = field(default_factory=lambda: MappingProxyType({}))
+    pools: Mapping[str, PoolStatus] = field(default_factory=lambda: MappingProxyType({}))
+
+
+def run_session(snapshot: Snapshot, config: SessionConfig | None = None) -> SessionResult:
+    """Run one scheduling session over ``snapshot`` and return what to do."""
+    from operators.scheduler.engine import execute  # local: keeps this module import-light
+
+    return execute(snapshot, config or SessionConfig())
