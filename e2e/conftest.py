@@ -1,0 +1,106 @@
+"""Session-wide real cluster for end-to-end tests (etcd + kube-apiserver + KCM + kwok).
+
+Fixtures (stable names; later tests build on them):
+- `cluster`   session: a running `DevCluster` (small profile) with crds/ applied and Established.
+- `kubectl`   session: `kubectl(*args, input=None, check=True) -> CompletedProcess[str]`.
+- `k8s`       session: a sync `kubernetes.client.ApiClient` logged in as cluster admin.
+- `namespace` function: a fresh namespace, deleted after the test.
+Component logs live under the session's temp folder; a failing test prints their last lines.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Protocol
+
+import pytest
+from kubernetes import client
+
+from operators.devcluster.cluster import DevCluster, kubectl_binary
+from operators.devcluster.demo import apply_crds
+
+E2E_PROFILE = os.environ.get("SLUICE_E2E_PROFILE", "small")
+_cluster_ref: list[DevCluster] = []
+
+
+class Kubectl(Protocol):
+    def __call__(
+        self, *args: str, input: str | None = None, check: bool = True
+    ) -> subprocess.CompletedProcess[str]: ...
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster]:
+    dev = DevCluster(tmp_path_factory.mktemp("devcluster"))
+    _cluster_ref.append(dev)
+    dev.up(profile=E2E_PROFILE)
+    apply_crds(dev)
+    try:
+        yield dev
+    finally:
+        dev.down()
+        _cluster_ref.clear()
+
+
+@pytest.fixture(scope="session")
+def kubectl(cluster: DevCluster) -> Kubectl:
+    binary = kubectl_binary()
+
+    def run(
+        *args: str, input: str | None = None, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
+        result = subprocess.run(
+            [binary, f"--kubeconfig={cluster.kubeconfig}", *args],
+            input=input,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=120,
+        )
+        if check and result.returncode != 0:
+            raise AssertionError(
+                f"kubectl {' '.join(args)} failed ({result.returncode}):\n{result.stderr}"
+            )
+        return result
+
+    return run
+
+
+@pytest.fixture(scope="session")
+def k8s(cluster: DevCluster) -> client.ApiClient:
+    api: client.ApiClient = cluster.api()
+    return api
+
+
+@pytest.fixture
+def namespace(k8s: client.ApiClient) -> Iterator[str]:
+    name = f"e2e-{uuid.uuid4().hex[:8]}"
+    core = client.CoreV1Api(k8s)
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+    try:
+        yield name
+    finally:
+        core.delete_namespace(name, propagation_policy="Background")
+
+
+def component_logs(lines: int = 40) -> str:
+    if not _cluster_ref:
+        return ""
+    out = []
+    for log in sorted(Path(_cluster_ref[0].logs_dir).glob("*.log")):
+        tail = log.read_text(errors="replace").splitlines()[-lines:]
+        out.append(f"----- {log} (last {len(tail)} lines) -----\n" + "\n".join(tail))
+    return "\n".join(out)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> Any:
+    report = yield
+    if report.failed and _cluster_ref:
+        report.sections.append(("control-plane logs", component_logs()))
+    return report
+

@@ -1,0 +1,77 @@
+"""`python -m operators.devcluster build|up|down|status|run|kubeconfig`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from operators.devcluster.build import build_all
+from operators.devcluster.cluster import DevCluster
+from operators.devcluster.errors import DevClusterError
+from operators.devcluster.profiles import PROFILES
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m operators.devcluster",
+        description="A real local Kubernetes control plane (etcd, kube-apiserver, "
+        "kube-controller-manager, kwok) run as processes, no Docker.",
+    )
+    parser.add_argument("--state-dir", help="where PKI, data, logs and kubeconfig live")
+    sub = parser.add_subparsers(dest="command", required=True)
+    build = sub.add_parser("build", help="build and cache the binaries (first time ~9 min)")
+    build.add_argument("--force", action="store_true", help="rebuild even when cached")
+    for name, text in (("up", "start the cluster"), ("run", "up + CRDs + operators + samples")):
+        cmd = sub.add_parser(name, help=text)
+        cmd.add_argument("--profile", default="small", choices=sorted(PROFILES))
+        cmd.add_argument("--nodes", type=int, help="override the profile's GPU node count")
+        cmd.add_argument("--apiserver-port", type=int, default=0, help="default: a free port")
+        cmd.add_argument("--etcd-port", type=int, default=0, help="default: a free port")
+    sub.add_parser("down", help="stop every process and forget the cluster")
+    sub.add_parser("status", help="print processes, ports and kubeconfig as JSON")
+    sub.add_parser("kubeconfig", help="print the admin kubeconfig path")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    cluster = DevCluster(None if args.state_dir is None else Path(args.state_dir))
+    try:
+        if args.command == "build":
+            build_all(force=args.force)
+        elif args.command in ("up", "run"):
+            state = cluster.up(
+                profile=args.profile,
+                nodes=args.nodes,
+                apiserver_port=args.apiserver_port,
+                etcd_port=args.etcd_port,
+                log=lambda msg: print(f"devcluster: {msg}", flush=True),
+            )
+            if args.command == "run":
+                from operators.devcluster.demo import run_demo
+
+                run_demo(cluster)
+            else:
+                print(
+                    f"\n{state.nodes} nodes Ready in {state.ready_seconds:.1f} s.\n"
+                    f"  export KUBECONFIG={cluster.kubeconfig}\n"
+                    "  kubectl get nodes -L topology.sluice.dev/spine,topology.sluice.dev/tor\n"
+                    "  make cluster-down   # when done"
+                )
+        elif args.command == "down":
+            cluster.down()
+            print(f"devcluster: stopped ({cluster.state_dir})")
+        elif args.command == "status":
+            print(json.dumps(cluster.status(), indent=2))
+        elif args.command == "kubeconfig":
+            print(cluster.kubeconfig)
+    except DevClusterError as exc:
+        print(f"devcluster: error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
