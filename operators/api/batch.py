@@ -1,0 +1,652 @@
+"""batch.sluice.dev/v1alpha1: VCJob (Volcano's job shape) and HybridJob (SkyForm's shape).
+
+Both become one PodGroup plus pods through the same job core, and both report three levels of
+state — Job, Task (HybridJob: replica type) and Replica (one pod) — so the status models are
+shared. Rules that need the whole object graph (dependsOn cycles) are checked here in Python and,
+for objects that reach the cluster, by the jobs operator as a `Valid=False` condition.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated, ClassVar, Final, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from operators.api import labels
+from operators.api.base import (
+    MAX_LABEL,
+    MAX_POLICIES,
+    MAX_TASKS,
+    Condition,
+    DnsLabel,
+    DnsSubdomain,
+    PodTemplate,
+    Rule,
+    SluiceModel,
+    StatusModel,
+)
+from operators.api.resource import AGE, PrinterColumn, Resource
+from operators.api.scheduling import NetworkTopology, PreemptionStatus
+
+__all__ = [
+    "DependsOn",
+    "DependsOnIteration",
+    "HybridJob",
+    "HybridJobSpec",
+    "HybridJobStatus",
+    "JobPhase",
+    "JobSpecBase",
+    "JobStatusBase",
+    "LifecyclePolicy",
+    "PolicyAction",
+    "PolicyEvent",
+    "ReplicaPhase",
+    "ReplicaSpec",
+    "ReplicaStatus",
+    "RestartPolicy",
+    "TaskPhase",
+    "TaskSpec",
+    "TaskStatus",
+    "Transition",
+    "TransitionLevel",
+    "VCJob",
+    "VCJobPlugins",
+    "VCJobSpec",
+    "VCJobStatus",
+    "find_dependency_cycle",
+]
+
+GROUP = labels.BATCH_GROUP
+API_VERSION: Final = "batch.sluice.dev/v1alpha1"
+Count = Annotated[int, Field(ge=0, le=2**31 - 1)]
+# Go duration as Volcano writes policy timeouts: "90s", "5m", "1h30m".
+DURATION_PATTERN = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"
+# Replica type keys are written as in TF/PyTorch operators ("PS", "Worker", "Chief"); they end up
+# lower-cased in pod names, so they must be DNS-label-like apart from case.
+REPLICA_TYPE_PATTERN = r"^[A-Za-z]([A-Za-z0-9-]{0,30}[A-Za-z0-9])?$"
+
+
+# ------------------------------------------------------------------------------------------
+# enums
+
+
+class JobPhase(StrEnum):
+    PENDING = "Pending"
+    RUNNING = "Running"
+    RESTARTING = "Restarting"
+    COMPLETING = "Completing"
+    COMPLETED = "Completed"
+    ABORTING = "Aborting"
+    ABORTED = "Aborted"
+    TERMINATING = "Terminating"
+    TERMINATED = "Terminated"
+    FAILED = "Failed"
+
+
+class TaskPhase(StrEnum):
+    PENDING = "Pending"
+    RUNNING = "Running"
+    RESTARTING = "Restarting"
+    COMPLETED = "Completed"
+    FAILED = "Failed"
+    TERMINATED = "Terminated"
+
+
+class ReplicaPhase(StrEnum):
+    PENDING = "Pending"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    RESTARTING = "Restarting"
+    TERMINATING = "Terminating"
+    EVICTED = "Evicted"
+    UNKNOWN = "Unknown"
+
+
+class TransitionLevel(StrEnum):
+    JOB = "Job"
+    TASK = "Task"
+    REPLICA = "Replica"
+
+
+class PolicyEvent(StrEnum):
+    """Events a lifecycle policy reacts to (the user-facing ones of Volcano)."""
+
+    ANY = "*"
+    POD_FAILED = "PodFailed"
+    POD_EVICTED = "PodEvicted"
+    POD_PENDING = "PodPending"  # only together with a timeout
+    UNKNOWN = "Unknown"
+    TASK_COMPLETED = "TaskCompleted"
+    TASK_FAILED = "TaskFailed"
+    JOB_UPDATED = "JobUpdated"
+
+
+class PolicyAction(StrEnum):
+    ABORT_JOB = "AbortJob"
+    RESTART_JOB = "RestartJob"
+    RESTART_TASK = "RestartTask"
+    RESTART_POD = "RestartPod"
+    TERMINATE_JOB = "TerminateJob"
+    COMPLETE_JOB = "CompleteJob"
+    RESUME_JOB = "ResumeJob"
+
+
+class RestartPolicy(StrEnum):
+    ALWAYS = "Always"
+    ON_FAILURE = "OnFailure"
+    NEVER = "Never"
+    EXIT_CODE = "ExitCode"  # restart on retryable (non-zero, < 128) exit codes only
+
+
+class DependsOnIteration(StrEnum):
+    ANY = "any"
+    ALL = "all"
+
+
+# ------------------------------------------------------------------------------------------
+# spec pieces
+
+
+class LifecyclePolicy(SluiceModel):
+    """When `event` (or any of `events`) happens, or a pod exits with `exitCode`, do `action`."""
+
+    action: PolicyAction
+    event: PolicyEvent | None = None
+    events: list[PolicyEvent] | None = Field(default=None, min_length=1, max_length=8)
+    exit_code: int | None = Field(default=None, ge=-(2**31), le=2**31 - 1)
+    timeout: Annotated[str, Field(max_length=32, pattern=DURATION_PATTERN)] | None = Field(
+        default=None, description="Delay the action (Go duration, e.g. `5m`)."
+    )
+
+    cel_rules: ClassVar = (
+        Rule(
+            "!(has(self.exitCode) && (has(self.event) || has(self.events)))",
+            "policies[]: exitCode and event/events are mutually exclusive",
+            field_path=".exitCode",
+        ),
+        Rule(
+            "has(self.exitCode) || has(self.event) || has(self.events)",
+            "policies[]: one of event, events or exitCode is required",
+        ),
+        Rule(
+            "!(has(self.event) && has(self.events))",
+            "policies[]: event and events are mutually exclusive",
+            field_path=".events",
+        ),
+        Rule(
+            "!has(self.exitCode) || self.exitCode != 0",
+            "policies[].exitCode must not be 0 (0 means success)",
+            field_path=".exitCode",
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _one_trigger(self) -> LifecyclePolicy:
+        has_event = self.event is not None or self.events is not None
+        if self.exit_code is not None and has_event:
+            raise ValueError(self.cel_rules[0].message)
+        if self.exit_code is None and not has_event:
+            raise ValueError(self.cel_rules[1].message)
+        if self.event is not None and self.events is not None:
+            raise ValueError(self.cel_rules[2].message)
+        if self.exit_code == 0:
+            raise ValueError(self.cel_rules[3].message)
+        return self
+
+    def triggers(self) -> list[PolicyEvent]:
+        """The events this policy reacts to (empty for an exitCode policy)."""
+        if self.event is not None:
+            return [self.event]
+        return list(self.events or [])
+
+
+Policies = Annotated[list[LifecyclePolicy], Field(max_length=MAX_POLICIES)]
+
+
+class Hook(SluiceModel):
+    """Deliver this job's state transitions to an admin-defined EventSink."""
+
+    sink: DnsSubdomain = Field(description="Name of a (cluster-scoped) EventSink.")
+    levels: list[TransitionLevel] | None = Field(
+        default=None, max_length=3, description="Job, Task, Replica; unset means all."
+    )
+    transitions: list[Annotated[str, Field(max_length=MAX_LABEL)]] | None = Field(
+        default=None,
+        max_length=32,
+        description="Target phases to deliver (e.g. Running, Completed, WillEvict); "
+        "unset means all.",
+    )
+
+
+class JobSpecBase(SluiceModel):
+    """Fields HybridJob and VCJob share (they go to the job's PodGroup)."""
+
+    queue: DnsLabel | None = Field(default=None, description="Queue charged; unset: `default`.")
+    pool: DnsLabel | None = Field(default=None, description="Preferred pool; unset: `default`.")
+    priority_class_name: DnsSubdomain | None = None
+    policies: Policies | None = Field(default=None, description="Job-level lifecycle policies.")
+    hooks: list[Hook] | None = Field(default=None, max_length=16)
+    network_topology: NetworkTopology | None = None
+    max_retry: int | None = Field(
+        default=None, ge=0, le=10000, description="Restarts before Failed; unset means 3."
+    )
+    ttl_seconds_after_finished: int | None = Field(default=None, ge=0, le=2**31 - 1)
+    preemptible: bool = Field(default=True, description="May this job be preempted.")
+    preemption_delay_seconds: int | None = Field(
+        default=None,
+        ge=0,
+        le=7 * 86400,
+        description="Grace period between being chosen as a victim and eviction.",
+    )
+
+
+class DependsOn(SluiceModel):
+    name: list[DnsLabel] = Field(min_length=1, max_length=16, description="Tasks waited for.")
+    iteration: DependsOnIteration = Field(
+        default=DependsOnIteration.ALL, description="Wait for `all` (default) or `any`."
+    )
+
+
+class TaskSpec(SluiceModel):
+    """One task of a VCJob: `replicas` identical pods from `template`."""
+
+    name: DnsLabel
+    replicas: int = Field(ge=0, le=100000)
+    min_available: int | None = Field(
+        default=None, ge=0, le=100000, description="Task gang minimum; unset means replicas."
+    )
+    template: PodTemplate = Field(description="A core/v1 PodTemplateSpec.")
+    policies: Policies | None = Field(default=None, description="Task-level; override job's.")
+    max_retry: int | None = Field(default=None, ge=0, le=10000)
+    depends_on: DependsOn | None = None
+
+    cel_rules: ClassVar = (
+        Rule(
+            "!has(self.minAvailable) || self.minAvailable <= self.replicas",
+            "tasks[].minAvailable must not exceed tasks[].replicas",
+            field_path=".minAvailable",
+        ),
+        Rule(
+            "!has(self.dependsOn) || !(self.name in self.dependsOn.name)",
+            "tasks[].dependsOn: a task cannot depend on itself",
+            field_path=".dependsOn",
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _task_rules(self) -> TaskSpec:
+        if self.min_available is not None and self.min_available > self.replicas:
+            raise ValueError(self.cel_rules[0].message)
+        if self.depends_on is not None and self.name in self.depends_on.name:
+            raise ValueError(self.cel_rules[1].message)
+        return self
+
+    @property
+    def effective_min_available(self) -> int:
+        return self.replicas if self.min_available is None else self.min_available
+
+
+PluginArgs = Annotated[list[Annotated[str, Field(max_length=256)]], Field(max_length=16)]
+
+
+class VCJobPlugins(SluiceModel):
+    """Job-controller plugins (Volcano's): each key enables one, the list holds its flags."""
+
+    svc: PluginArgs | None = Field(
+        default=None, description="Headless Service + hosts ConfigMap for the job's pods."
+    )
+    env: PluginArgs | None = Field(default=None, description="Inject VC_TASK_INDEX.")
+    ssh: PluginArgs | None = Field(default=None, description="Shared SSH keys across pods.")
+
+
+_TOTAL_REPLICAS = "self.tasks.map(t, t.replicas).sum()"
+
+
+def find_dependency_cycle(edges: dict[str, list[str]]) -> list[str] | None:
+    """A cycle in `task -> tasks it depends on`, as a path [a, b, ..., a], or None.
+
+    CEL cannot express this (no recursion), so the jobs operator calls this and reports the cycle
+    as a `Valid=False` condition; the pydantic model raises with the same text.
+    """
+    white, grey, black = 0, 1, 2
+    color = dict.fromkeys(edges, white)
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        color[node] = grey
+        stack.append(node)
+        for nxt in edges.get(node, []):
+            if color.get(nxt, black) == grey:
+                return [*stack[stack.index(nxt) :], nxt]
+            if color.get(nxt) == white:
+                found = visit(nxt)
+                if found:
+                    return found
+        stack.pop()
+        color[node] = black
+        return None
+
+    for start in sorted(edges):
+        if color[start] == white:
+            found = visit(start)
+            if found:
+                return found
+    return None
+
+
+class VCJobSpec(JobSpecBase):
+    """Volcano's job shape: tasks of identical pods, a gang minimum, event→action policies."""
+
+    tasks: list[TaskSpec] = Field(
+        min_length=1,
+        max_length=MAX_TASKS,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
+    min_available: int | None = Field(
+        default=None,
+        ge=0,
+        le=2**31 - 1,
+        description="Job gang minimum; unset means the sum of the tasks' minAvailable.",
+    )
+    min_success: int | None = Field(
+        default=None, ge=1, le=2**31 - 1, description="Complete once this many pods succeed."
+    )
+    plugins: VCJobPlugins | None = None
+
+    cel_rules: ClassVar = (
+        Rule(
+            f"!has(self.minAvailable) || self.minAvailable <= {_TOTAL_REPLICAS}",
+            "spec.minAvailable must not exceed the sum of spec.tasks[].replicas",
+            field_path=".minAvailable",
+        ),
+        Rule(
+            f"!has(self.minSuccess) || self.minSuccess <= {_TOTAL_REPLICAS}",
+            "spec.minSuccess must not exceed the sum of spec.tasks[].replicas",
+            field_path=".minSuccess",
+        ),
+        Rule(
+            "self.tasks.all(t, self.tasks.exists_one(u, u.name == t.name))",
+            "spec.tasks[].name must be unique",
+            field_path=".tasks",
+        ),
+        Rule(
+            "self.tasks.all(t, !has(t.dependsOn) || "
+            "t.dependsOn.name.all(n, self.tasks.exists(u, u.name == n)))",
+            "spec.tasks[].dependsOn.name must name a task of this job",
+            field_path=".tasks",
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _job_rules(self) -> VCJobSpec:
+        total = sum(t.replicas for t in self.tasks)
+        if self.min_available is not None and self.min_available > total:
+            raise ValueError(f"{self.cel_rules[0].message} ({self.min_available} > {total})")
+        if self.min_success is not None and self.min_success > total:
+            raise ValueError(f"{self.cel_rules[1].message} ({self.min_success} > {total})")
+        names = [t.name for t in self.tasks]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"{self.cel_rules[2].message}: duplicated {', '.join(dupes)}")
+        for task in self.tasks:
+            missing = [
+                n for n in (task.depends_on.name if task.depends_on else []) if n not in names
+            ]
+            if missing:
+                raise ValueError(
+                    f"{self.cel_rules[3].message}: task {task.name} depends on unknown "
+                    f"{', '.join(missing)}"
+                )
+        cycle = find_dependency_cycle(self.dependency_graph())
+        if cycle:
+            raise ValueError(f"spec.tasks[].dependsOn forms a cycle: {' -> '.join(cycle)}")
+        return self
+
+    def dependency_graph(self) -> dict[str, list[str]]:
+        return {t.name: list(t.depends_on.name) if t.depends_on else [] for t in self.tasks}
+
+    @property
+    def effective_min_available(self) -> int:
+        if self.min_available is not None:
+            return self.min_available
+        return sum(t.effective_min_available for t in self.tasks)
+
+
+class ReplicaSpec(SluiceModel):
+    """One replica type of a HybridJob (PS, Worker, Chief...): elastic between min and max."""
+
+    template: PodTemplate = Field(description="A core/v1 PodTemplateSpec.")
+    min_replicas: int = Field(ge=0, le=100000, description="Part of the job's gang minimum.")
+    max_replicas: int | None = Field(
+        default=None, ge=0, le=100000, description="Grow up to this when idle; unset: min."
+    )
+    replicas: int | None = Field(
+        default=None,
+        ge=0,
+        le=100000,
+        description="Desired count within [min, max]; unset lets the scheduler choose.",
+    )
+    priority: int | None = Field(
+        default=None,
+        ge=-(2**31),
+        le=2**31 - 1,
+        description="Replica types with higher priority grow first and shrink last.",
+    )
+    restart_policy: RestartPolicy | None = None
+    policies: Policies | None = None
+
+    cel_rules: ClassVar = (
+        Rule(
+            "!has(self.maxReplicas) || self.minReplicas <= self.maxReplicas",
+            "replicaSpecs[].minReplicas must not exceed replicaSpecs[].maxReplicas",
+            field_path=".minReplicas",
+        ),
+        Rule(
+            "!has(self.replicas) || (self.replicas >= self.minReplicas && "
+            "(has(self.maxReplicas) ? self.replicas <= self.maxReplicas "
+            ": self.replicas == self.minReplicas))",
+            "replicaSpecs[].replicas must lie between minReplicas and maxReplicas",
+            field_path=".replicas",
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _bounds(self) -> ReplicaSpec:
+        if self.max_replicas is not None and self.min_replicas > self.max_replicas:
+            raise ValueError(
+                f"{self.cel_rules[0].message} ({self.min_replicas} > {self.max_replicas})"
+            )
+        if self.replicas is not None and not (
+            self.min_replicas <= self.replicas <= self.effective_max_replicas
+        ):
+            raise ValueError(self.cel_rules[1].message)
+        return self
+
+    @property
+    def effective_max_replicas(self) -> int:
+        return self.min_replicas if self.max_replicas is None else self.max_replicas
+
+
+class HybridJobSpec(JobSpecBase):
+    """SkyForm's shape: replica types, each elastic between minReplicas and maxReplicas."""
+
+    replica_specs: dict[str, ReplicaSpec] = Field(
+        min_length=1,
+        max_length=16,
+        description="Replica type (e.g. PS, Worker, Chief) → spec.",
+    )
+
+    cel_rules: ClassVar = (
+        Rule(
+            "self.replicaSpecs.all(k, k.matches('" + REPLICA_TYPE_PATTERN + "'))",
+            "spec.replicaSpecs keys must be alphanumeric replica types like PS or Worker "
+            "(at most 32 characters)",
+            field_path=".replicaSpecs",
+        ),
+        Rule(
+            "self.replicaSpecs.exists(k, self.replicaSpecs[k].minReplicas > 0)",
+            "spec.replicaSpecs: at least one replica type needs minReplicas > 0",
+            field_path=".replicaSpecs",
+        ),
+        Rule(
+            "!has(self.networkTopology) || !has(self.networkTopology.units) || "
+            "!has(self.networkTopology.units.replicaTypes) || "
+            "self.networkTopology.units.replicaTypes.all(r, r in self.replicaSpecs)",
+            "spec.networkTopology.units.replicaTypes must name keys of spec.replicaSpecs",
+            field_path=".networkTopology.units.replicaTypes",
+        ),
+    )
+
+    @field_validator("replica_specs")
+    @classmethod
+    def _keys(cls, value: dict[str, ReplicaSpec]) -> dict[str, ReplicaSpec]:
+        for key in value:
+            if not re.match(REPLICA_TYPE_PATTERN, key):
+                raise ValueError(f"{cls.cel_rules[0].message}: got {key!r}")
+        if not any(spec.min_replicas > 0 for spec in value.values()):
+            raise ValueError(cls.cel_rules[1].message)
+        return value
+
+    @model_validator(mode="after")
+    def _units(self) -> HybridJobSpec:
+        units = self.network_topology.units if self.network_topology else None
+        if units and units.replica_types:
+            unknown = [r for r in units.replica_types if r not in self.replica_specs]
+            if unknown:
+                raise ValueError(f"{self.cel_rules[2].message}: {', '.join(unknown)}")
+        return self
+
+    @property
+    def min_member(self) -> int:
+        """The job's gang minimum: every replica type's minimum."""
+        return sum(s.min_replicas for s in self.replica_specs.values())
+
+
+# ------------------------------------------------------------------------------------------
+# status (shared by both kinds)
+
+
+class Transition(StatusModel):
+    """One state change at any of the three levels, as also posted as an Event and to hooks."""
+
+    level: TransitionLevel
+    name: str = Field(description="Job name, task name, or pod name.")
+    from_: str | None = Field(default=None, alias="from")
+    to: str
+    reason: str | None = None
+    message: str | None = None
+    time: datetime | None = None
+
+
+class TaskStatus(StatusModel):
+    """State of one task (VCJob) or replica type (HybridJob)."""
+
+    name: str
+    phase: TaskPhase | None = None
+    replicas: Count | None = Field(default=None, description="Current desired pod count.")
+    min_available: Count | None = None
+    pending: Count | None = None
+    running: Count | None = None
+    succeeded: Count | None = None
+    failed: Count | None = None
+    reason: str | None = None
+    last_transition_time: datetime | None = None
+
+
+class ReplicaStatus(StatusModel):
+    """State of one pod of the job."""
+
+    name: str = Field(description="Pod name.")
+    task: str
+    index: Count
+    phase: ReplicaPhase
+    node: str | None = None
+    restarts: Count | None = None
+    exit_code: int | None = None
+    reason: str | None = None
+    message: str | None = None
+    last_transition_time: datetime | None = None
+
+
+class JobStatusBase(StatusModel):
+    phase: JobPhase | None = None
+    reason: str | None = None
+    message: str | None = None
+    last_transition_time: datetime | None = None
+    min_available: Count | None = None
+    pending: Count | None = None
+    running: Count | None = None
+    succeeded: Count | None = None
+    failed: Count | None = None
+    terminating: Count | None = None
+    unknown: Count | None = None
+    retry_count: Count | None = None
+    version: Count | None = Field(
+        default=None, description="Bumped on every restart of the whole job."
+    )
+    pod_group: str | None = Field(default=None, description="Name of the job's PodGroup.")
+    tasks: list[TaskStatus] | None = None
+    replicas: list[ReplicaStatus] | None = None
+    transitions: list[Transition] | None = Field(
+        default=None, description="Most recent transitions, newest last (bounded)."
+    )
+    preemption: PreemptionStatus | None = None
+    observed_generation: int | None = None
+    conditions: list[Condition] | None = None
+
+
+class VCJobStatus(JobStatusBase):
+    pass
+
+
+class HybridJobStatus(JobStatusBase):
+    pass
+
+
+_JOB_COLUMNS = (
+    PrinterColumn("Phase", ".status.phase"),
+    PrinterColumn("Running", ".status.running", "integer"),
+    PrinterColumn("Succeeded", ".status.succeeded", "integer"),
+    PrinterColumn("Failed", ".status.failed", "integer"),
+    PrinterColumn("Queue", ".spec.queue"),
+    PrinterColumn("Retries", ".status.retryCount", "integer", priority=1),
+    AGE,
+)
+
+
+class VCJob(Resource):
+    """A Volcano-style batch job."""
+
+    group: ClassVar = GROUP
+    plural: ClassVar = "vcjobs"
+    scope: ClassVar = "Namespaced"
+    short_names: ClassVar = ("vcj",)
+    printer_columns: ClassVar = (
+        _JOB_COLUMNS[0],
+        PrinterColumn("MinAvailable", ".spec.minAvailable", "integer"),
+        *_JOB_COLUMNS[1:],
+    )
+
+    api_version: Literal["batch.sluice.dev/v1alpha1"] = API_VERSION
+    kind: Literal["VCJob"] = "VCJob"
+    spec: VCJobSpec
+    status: VCJobStatus | None = None
+
+
+class HybridJob(Resource):
+    """An elastic, SkyForm-style job of several replica types."""
+
+    group: ClassVar = GROUP
+    plural: ClassVar = "hybridjobs"
+    scope: ClassVar = "Namespaced"
+    short_names: ClassVar = ("hj",)
+    printer_columns: ClassVar = _JOB_COLUMNS
+
+    api_version: Literal["batch.sluice.dev/v1alpha1"] = API_VERSION
+    kind: Literal["HybridJob"] = "HybridJob"
+    spec: HybridJobSpec
+    status: HybridJobStatus | None = None

@@ -1,0 +1,163 @@
+"""events.sluice.dev/v1alpha1: EventSink, an admin-defined target for job lifecycle hooks.
+
+Jobs may only name sinks (never URLs), so a user cannot make the operator call an arbitrary
+address (no SSRF); which sinks exist is an admin decision, hence cluster scope.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated, ClassVar, Final, Literal
+from urllib.parse import urlsplit
+
+from pydantic import Field, field_validator, model_validator
+
+from operators.api import labels
+from operators.api.base import (
+    MAX_LABEL,
+    MAX_LIST,
+    Condition,
+    DnsLabel,
+    DnsSubdomain,
+    Rule,
+    SluiceModel,
+    StatusModel,
+)
+from operators.api.batch import TransitionLevel
+from operators.api.resource import AGE, PrinterColumn, Resource
+
+__all__ = [
+    "CLOUDEVENT_TYPE_PREFIX",
+    "EventFilter",
+    "EventSink",
+    "EventSinkSpec",
+    "EventSinkStatus",
+    "RetryPolicy",
+    "SecretKeyRef",
+    "SinkKind",
+]
+
+GROUP = labels.EVENTS_GROUP
+API_VERSION: Final = "events.sluice.dev/v1alpha1"
+#: CloudEvents `type` of a delivered transition is `<prefix>.<level>.<to-phase>` in lower case,
+#: e.g. `dev.sluice.job.running`.
+CLOUDEVENT_TYPE_PREFIX = "dev.sluice"
+MAX_URL = 2048
+
+
+class SinkKind(StrEnum):
+    HYBRID_JOB = "HybridJob"
+    VC_JOB = "VCJob"
+    POD_GROUP = "PodGroup"
+
+
+class SecretKeyRef(SluiceModel):
+    """A key of a Secret holding a bearer token sent as `Authorization: Bearer <token>`."""
+
+    name: DnsSubdomain
+    namespace: DnsLabel
+    key: Annotated[str, Field(min_length=1, max_length=MAX_LABEL)] = "token"
+
+
+class EventFilter(SluiceModel):
+    """Which transitions go to the sink. Every unset list matches everything."""
+
+    namespaces: list[DnsLabel] | None = Field(default=None, max_length=MAX_LIST)
+    kinds: list[SinkKind] | None = Field(default=None, max_length=3)
+    levels: list[TransitionLevel] | None = Field(default=None, max_length=3)
+    transitions: list[Annotated[str, Field(max_length=MAX_LABEL)]] | None = Field(
+        default=None,
+        max_length=64,
+        description="Target phases (e.g. Running, Failed, WillEvict).",
+    )
+
+
+class RetryPolicy(SluiceModel):
+    """Exponential backoff between delivery attempts: backoff, 2x backoff, ... up to max."""
+
+    max_attempts: int = Field(default=10, ge=1, le=1000)
+    backoff_seconds: int = Field(default=1, ge=1, le=3600)
+    max_backoff_seconds: int = Field(default=300, ge=1, le=86400)
+
+    cel_rules: ClassVar = (
+        Rule(
+            "!has(self.backoffSeconds) || !has(self.maxBackoffSeconds) || "
+            "self.backoffSeconds <= self.maxBackoffSeconds",
+            "spec.retry.backoffSeconds must not exceed spec.retry.maxBackoffSeconds",
+            field_path=".backoffSeconds",
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _order(self) -> RetryPolicy:
+        if self.backoff_seconds > self.max_backoff_seconds:
+            raise ValueError(self.cel_rules[0].message)
+        return self
+
+
+class EventSinkSpec(SluiceModel):
+    """Where and how to deliver CloudEvents 1.0 (HTTP binary mode, at least once)."""
+
+    url: str = Field(min_length=1, max_length=MAX_URL, description="http:// or https:// URL.")
+    ca_bundle: str | None = Field(
+        default=None,
+        max_length=1 << 20,
+        json_schema_extra={"format": "byte"},
+        description="PEM CA bundle (base64) to verify an https sink.",
+    )
+    auth_secret_ref: SecretKeyRef | None = None
+    filter: EventFilter | None = None
+    retry: RetryPolicy | None = None
+    timeout_seconds: int | None = Field(
+        default=None, ge=1, le=300, description="Per-attempt timeout; unset means 10."
+    )
+    suspend: bool = Field(default=False, description="Keep events in the outbox, send nothing.")
+
+    cel_rules: ClassVar = (
+        Rule(
+            "isURL(self.url) && url(self.url).getScheme() in ['http', 'https'] "
+            "&& url(self.url).getHostname() != ''",
+            "spec.url must be an absolute http:// or https:// URL",
+            field_path=".url",
+        ),
+    )
+
+    @field_validator("url")
+    @classmethod
+    def _http_only(cls, value: str) -> str:
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"{cls.cel_rules[0].message}, got {value!r}")
+        return value
+
+
+class EventSinkStatus(StatusModel):
+    delivered: int | None = Field(default=None, ge=0)
+    failed: int | None = Field(default=None, ge=0, description="Events given up on.")
+    pending: int | None = Field(default=None, ge=0, description="Events in the outbox.")
+    last_delivery_time: datetime | None = None
+    last_error: str | None = None
+    observed_generation: int | None = None
+    conditions: list[Condition] | None = None
+
+
+class EventSink(Resource):
+    """An HTTP endpoint that receives job lifecycle events as CloudEvents."""
+
+    group: ClassVar = GROUP
+    plural: ClassVar = "eventsinks"
+    scope: ClassVar = "Cluster"
+    short_names: ClassVar = ("esink",)
+    printer_columns: ClassVar = (
+        PrinterColumn("URL", ".spec.url"),
+        PrinterColumn("Ready", '.status.conditions[?(@.type=="Ready")].status'),
+        PrinterColumn("Delivered", ".status.delivered", "integer"),
+        PrinterColumn("Failed", ".status.failed", "integer"),
+        AGE,
+    )
+
+    api_version: Literal["events.sluice.dev/v1alpha1"] = API_VERSION
+    kind: Literal["EventSink"] = "EventSink"
+    spec: EventSinkSpec
+    status: EventSinkStatus | None = None

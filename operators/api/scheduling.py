@@ -1,0 +1,558 @@
+"""scheduling.sluice.dev/v1alpha1: Pool, Queue, PodGroup, Topology.
+
+Pools partition nodes (supply); queues partition quota (demand); a PodGroup is the gang the
+scheduler admits and places as a whole; a Topology names the network tiers of the cluster.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated, ClassVar, Final, Literal
+
+from pydantic import Field, model_validator
+
+from operators.api import labels
+from operators.api.base import (
+    MAX_LABEL,
+    MAX_LIST,
+    MAX_NAME,
+    MAX_TASKS,
+    Condition,
+    DnsLabel,
+    DnsSubdomain,
+    LabelKey,
+    ResourceList,
+    Rule,
+    SluiceModel,
+    StatusModel,
+    quantities,
+)
+from operators.api.resource import AGE, PrinterColumn, Resource
+
+__all__ = [
+    "LabelSelectorOperator",
+    "LabelSelectorRequirement",
+    "NetworkTopology",
+    "NetworkTopologyMode",
+    "NodeSelector",
+    "PodGroup",
+    "PodGroupConditionType",
+    "PodGroupPhase",
+    "PodGroupReason",
+    "PodGroupSpec",
+    "PodGroupStatus",
+    "Pool",
+    "PoolSpec",
+    "PoolStatus",
+    "PreemptionRole",
+    "PreemptionStatus",
+    "Queue",
+    "QueueSpec",
+    "QueueSpecState",
+    "QueueState",
+    "QueueStatus",
+    "Tenant",
+    "Topology",
+    "TopologyLevel",
+    "TopologySpec",
+    "TopologyStatus",
+    "TopologyUnits",
+]
+
+GROUP = labels.SCHEDULING_GROUP
+API_VERSION: Final = "scheduling.sluice.dev/v1alpha1"
+
+Int32 = Annotated[int, Field(ge=-(2**31), le=2**31 - 1)]
+Count = Annotated[int, Field(ge=0, le=2**31 - 1)]
+
+# ------------------------------------------------------------------------------------------
+# shared pieces
+
+
+class NetworkTopologyMode(StrEnum):
+    HARD = "hard"  # all pods must fit under one domain of tier <= highestTier, or none start
+    SOFT = "soft"  # prefer the lowest tier that fits, but place anyway
+
+
+class TopologyUnits(SluiceModel):
+    """Split a job's pods into units of `size` pods, each of which must share one `tier` domain
+    (e.g. groups of 8 workers that must sit under one ToR switch)."""
+
+    size: int = Field(ge=1, le=65536, description="Pods per unit.")
+    tier: DnsLabel = Field(description="Topology level name each unit must share, e.g. `tor`.")
+    replica_types: list[Annotated[str, Field(max_length=MAX_LABEL)]] | None = Field(
+        default=None,
+        max_length=16,
+        description="Replica types (HybridJob) or tasks (VCJob) the units are made of; "
+        "empty means all pods.",
+    )
+
+
+class NetworkTopology(SluiceModel):
+    """Where a gang may be placed in the network, named by the tiers of the `Topology` object."""
+
+    mode: NetworkTopologyMode = Field(
+        default=NetworkTopologyMode.HARD, description="`hard` (default) or `soft`."
+    )
+    highest_tier: DnsLabel | None = Field(
+        default=None,
+        description="Name of the coarsest Topology level the whole gang may span; unset means any.",
+    )
+    units: TopologyUnits | None = None
+
+
+class PreemptionRole(StrEnum):
+    PRIVILEGED = "Privileged"  # a preemptor waiting for its victims' grace period
+    WILL_EVICT = "WillEvict"  # a victim that will be evicted at `deadline`
+
+
+class PreemptionStatus(StatusModel):
+    """Delayed preemption in progress, shown on both the preemptor and each victim."""
+
+    role: PreemptionRole
+    deadline: datetime | None = None
+    peers: list[str] | None = Field(
+        default=None, description="namespace/name of the other side (victims or preemptor)."
+    )
+    reason: str | None = None
+
+
+# ------------------------------------------------------------------------------------------
+# Pool
+
+
+class LabelSelectorOperator(StrEnum):
+    IN = "In"
+    NOT_IN = "NotIn"
+    EXISTS = "Exists"
+    DOES_NOT_EXIST = "DoesNotExist"
+
+
+class LabelSelectorRequirement(SluiceModel):
+    key: LabelKey
+    operator: LabelSelectorOperator
+    values: list[Annotated[str, Field(max_length=MAX_LABEL)]] | None = Field(
+        default=None, max_length=MAX_LIST
+    )
+
+    cel_rules: ClassVar = (
+        Rule(
+            "!(self.operator in ['In', 'NotIn']) || (has(self.values) && size(self.values) > 0)",
+            "matchExpressions[].values must be non-empty for operator In and NotIn",
+            field_path=".values",
+        ),
+        Rule(
+            "!(self.operator in ['Exists', 'DoesNotExist']) || !has(self.values) "
+            "|| size(self.values) == 0",
+            "matchExpressions[].values must be empty for operator Exists and DoesNotExist",
+            field_path=".values",
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _values_match_operator(self) -> LabelSelectorRequirement:
+        needs = self.operator in (LabelSelectorOperator.IN, LabelSelectorOperator.NOT_IN)
+        if needs and not self.values:
+            raise ValueError(self.cel_rules[0].message)
+        if not needs and self.values:
+            raise ValueError(self.cel_rules[1].message)
+        return self
+
+
+class NodeSelector(SluiceModel):
+    """A label selector over nodes (the metav1.LabelSelector shape). Empty matches every node."""
+
+    match_labels: dict[str, Annotated[str, Field(max_length=MAX_LABEL)]] | None = Field(
+        default=None, max_length=MAX_LIST
+    )
+    match_expressions: list[LabelSelectorRequirement] | None = Field(
+        default=None, max_length=MAX_LIST
+    )
+
+
+class PoolSpec(SluiceModel):
+    """A pool of nodes. Nodes matching no pool, or more than one, belong to the `default` pool."""
+
+    node_selector: NodeSelector = Field(description="Which nodes belong to this pool.")
+    disable_sharing: bool = Field(
+        default=False, description="Other pools' tasks may not borrow nodes of this pool."
+    )
+    disable_borrowing: bool = Field(
+        default=False, description="This pool's tasks may not borrow nodes of other pools."
+    )
+    disable_preemption: bool = Field(
+        default=False, description="Nothing running in this pool is ever preempted."
+    )
+
+
+class PoolStatus(StatusModel):
+    """Per-resource totals (cpu, memory, nvidia.com/gpu, ephemeral-storage, nodes, pods)."""
+
+    node_count: Count | None = None
+    capacity: ResourceList | None = None
+    allocatable: ResourceList | None = None
+    used: ResourceList | None = None
+    shared: ResourceList | None = Field(
+        default=None, description="Part of `used` taken by other pools' (borrowed) tasks."
+    )
+    pending: ResourceList | None = Field(
+        default=None, description="Requests of this pool's pods waiting to be placed."
+    )
+    observed_generation: int | None = None
+    conditions: list[Condition] | None = None
+
+
+class Pool(Resource):
+    """A set of nodes that lends idle capacity to other pools and reclaims it when needed."""
+
+    group: ClassVar = GROUP
+    plural: ClassVar = "pools"
+    scope: ClassVar = "Cluster"
+    short_names: ClassVar = ("spool",)
+    printer_columns: ClassVar = (
+        PrinterColumn("Nodes", ".status.nodeCount", "integer"),
+        PrinterColumn("CPU", ".status.allocatable.cpu", description="Allocatable CPU"),
+        PrinterColumn(
+            "GPU", ".status.allocatable.nvidia\\.com/gpu", description="Allocatable GPUs"
+        ),
+        PrinterColumn("GPU-Used", ".status.used.nvidia\\.com/gpu"),
+        PrinterColumn("Sharing", ".spec.disableSharing", "boolean", "Sharing disabled", 1),
+        PrinterColumn("Borrowing", ".spec.disableBorrowing", "boolean", "Borrowing disabled", 1),
+        PrinterColumn("Preemption", ".spec.disablePreemption", "boolean", "Preemption disabled", 1),
+        AGE,
+    )
+
+    api_version: Literal["scheduling.sluice.dev/v1alpha1"] = API_VERSION
+    kind: Literal["Pool"] = "Pool"
+    spec: PoolSpec
+    status: PoolStatus | None = None
+
+
+# ------------------------------------------------------------------------------------------
+# Queue
+
+
+class QueueSpecState(StrEnum):
+    """What the admin asks for."""
+
+    OPEN = "Open"
+    CLOSED = "Closed"
+
+
+class QueueState(StrEnum):
+    """What the queue operator observes (Closing: closed, but podgroups remain)."""
+
+    OPEN = "Open"
+    CLOSING = "Closing"
+    CLOSED = "Closed"
+    UNKNOWN = "Unknown"
+
+
+class Tenant(SluiceModel):
+    """A namespace or a user inside a queue, with its own priority and preemption right."""
+
+    namespace: DnsLabel | None = None
+    user: Annotated[str, Field(min_length=1, max_length=MAX_NAME)] | None = None
+    priority: Int32 = Field(default=0, description="Higher runs first within the queue.")
+    can_preempt: bool = Field(
+        default=True, description="May this tenant's jobs preempt others in the queue."
+    )
+
+    cel_rules: ClassVar = (
+        Rule(
+            "has(self.namespace) != has(self.user)",
+            "tenants[]: set exactly one of namespace or user",
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _one_of(self) -> Tenant:
+        if (self.namespace is None) == (self.user is None):
+            raise ValueError(self.cel_rules[0].message)
+        return self
+
+
+_GUARANTEE_FITS = (
+    "!has(self.guarantee) || !has(self.capability) || self.guarantee.all(r, "
+    "!(r in self.capability) || quantity(string(self.guarantee[r]))"
+    ".compareTo(quantity(string(self.capability[r]))) <= 0)"
+)
+
+
+class QueueSpec(SluiceModel):
+    """Quota for a tenant: a node of the queue tree rooted at `root`."""
+
+    parent: DnsLabel | None = Field(default=None, description="Parent queue; unset means `root`.")
+    weight: int | None = Field(
+        default=None,
+        ge=1,
+        le=65535,
+        description="Share of idle capacity among siblings (water-filling); unset means 1.",
+    )
+    guarantee: ResourceList | None = Field(
+        default=None,
+        description="Never reclaimed below this. Children's guarantees must fit the parent's "
+        "(checked by the queue operator).",
+    )
+    capability: ResourceList | None = Field(
+        default=None, description="Hard cap per resource; unset resources are uncapped."
+    )
+    overcommit: bool = Field(
+        default=False,
+        description="Admit jobs annotated scheduling.sluice.dev/overcommit=true beyond "
+        "capability (they are evicted first).",
+    )
+    reclaimable: bool = Field(
+        default=True, description="May others reclaim what this queue borrowed above deserved."
+    )
+    state: QueueSpecState = Field(
+        default=QueueSpecState.OPEN, description="`Open` accepts new jobs; `Closed` does not."
+    )
+    tenants: list[Tenant] | None = Field(default=None, max_length=MAX_LIST)
+    preemption_delay_seconds: int | None = Field(
+        default=None,
+        ge=0,
+        le=7 * 86400,
+        description="Grace period before this queue's jobs are preempted (delayed preemption).",
+    )
+
+    cel_rules: ClassVar = (
+        Rule(
+            _GUARANTEE_FITS,
+            "spec.guarantee must not exceed spec.capability for any resource",
+            field_path=".guarantee",
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _guarantee_fits(self) -> QueueSpec:
+        cap = quantities(self.capability)
+        for name, amount in quantities(self.guarantee).items():
+            if name in cap and amount > cap[name]:
+                raise ValueError(
+                    f"{self.cel_rules[0].message}: guarantee {name}={self.guarantee[name]}"  # type: ignore[index]
+                    f" > capability {self.capability[name]}"  # type: ignore[index]
+                )
+        return self
+
+
+class QueueStatus(StatusModel):
+    state: QueueState | None = None
+    deserved: ResourceList | None = Field(
+        default=None, description="Fair share computed by the scheduler."
+    )
+    allocated: ResourceList | None = None
+    guaranteed: ResourceList | None = Field(
+        default=None, description="Effective guarantee after checking against the parent."
+    )
+    pending: Count | None = Field(default=None, description="PodGroups Pending.")
+    inqueue: Count | None = Field(default=None, description="PodGroups Inqueue.")
+    running: Count | None = Field(default=None, description="PodGroups Running.")
+    observed_generation: int | None = None
+    conditions: list[Condition] | None = None
+
+
+class Queue(Resource):
+    """A node of the hierarchical quota tree (root `root`, built-in leaf `default`)."""
+
+    group: ClassVar = GROUP
+    plural: ClassVar = "queues"
+    scope: ClassVar = "Cluster"
+    short_names: ClassVar = ("sq",)
+    printer_columns: ClassVar = (
+        PrinterColumn("Parent", ".spec.parent"),
+        PrinterColumn("Weight", ".spec.weight", "integer"),
+        PrinterColumn("State", ".status.state"),
+        PrinterColumn("Pending", ".status.pending", "integer"),
+        PrinterColumn("Inqueue", ".status.inqueue", "integer"),
+        PrinterColumn("Running", ".status.running", "integer"),
+        AGE,
+    )
+    cel_rules: ClassVar = (
+        Rule(
+            "!has(self.spec.parent) || self.spec.parent != self.metadata.name",
+            "spec.parent: a queue cannot be its own parent",
+            field_path=".spec.parent",
+        ),
+        Rule(
+            "self.metadata.name != 'root' || !has(self.spec.parent)",
+            "spec.parent: the root queue cannot have a parent",
+            field_path=".spec.parent",
+        ),
+    )
+
+    api_version: Literal["scheduling.sluice.dev/v1alpha1"] = API_VERSION
+    kind: Literal["Queue"] = "Queue"
+    spec: QueueSpec
+    status: QueueStatus | None = None
+
+    @model_validator(mode="after")
+    def _parent_is_not_self(self) -> Queue:
+        if self.spec.parent is not None:
+            if self.spec.parent == self.metadata.name:
+                raise ValueError(self.cel_rules[0].message)
+            if self.metadata.name == labels.ROOT_QUEUE:
+                raise ValueError(self.cel_rules[1].message)
+        return self
+
+
+# ------------------------------------------------------------------------------------------
+# PodGroup
+
+
+class PodGroupPhase(StrEnum):
+    PENDING = "Pending"  # waiting for enqueue (quota)
+    INQUEUE = "Inqueue"  # quota reserved; the job controller may create pods now
+    RUNNING = "Running"  # at least minMember pods running
+    COMPLETED = "Completed"
+    FAILED = "Failed"
+    UNKNOWN = "Unknown"  # some pods run, but the gang can no longer be satisfied
+
+
+class PodGroupConditionType(StrEnum):
+    SCHEDULED = "Scheduled"
+    UNSCHEDULABLE = "Unschedulable"
+    ENQUEUED = "Enqueued"
+
+
+class PodGroupReason(StrEnum):
+    """Condition reasons that say why a group waits (or why it moved on)."""
+
+    NOT_ENOUGH_RESOURCES = "NotEnoughResources"
+    NOT_ENOUGH_PODS = "NotEnoughPods"
+    NOT_ENOUGH_PODS_OF_TASK = "NotEnoughPodsOfTask"
+    QUEUE_NOT_FOUND = "QueueNotFound"
+    QUEUE_CLOSED = "QueueClosed"
+    QUEUE_OVER_CAPABILITY = "QueueOverCapability"
+    POOL_NOT_FOUND = "PoolNotFound"
+    TOPOLOGY_UNSATISFIABLE = "TopologyUnsatisfiable"
+    WAITING_FOR_PREEMPTION = "WaitingForPreemption"
+    GANG_READY = "GangReady"
+    POD_FAILED = "PodFailed"
+    POD_DELETED = "PodDeleted"
+
+
+class PodGroupSpec(SluiceModel):
+    """A gang: the scheduler starts none of its pods unless `minMember` of them can start."""
+
+    min_member: int = Field(
+        default=1, ge=0, le=2**31 - 1, description="Gang minimum across all pods."
+    )
+    min_task_member: dict[str, Count] | None = Field(
+        default=None, max_length=MAX_TASKS, description="Per-task gang minimum."
+    )
+    min_resources: ResourceList | None = Field(
+        default=None, description="Resources of the minimum gang; what enqueue admits against."
+    )
+    queue: DnsLabel | None = Field(default=None, description="Queue charged; unset: `default`.")
+    pool: DnsLabel | None = Field(default=None, description="Preferred pool; unset: `default`.")
+    priority_class_name: DnsSubdomain | None = None
+    network_topology: NetworkTopology | None = None
+    preemptible: bool = Field(default=True, description="May this group be preempted.")
+    preemption_delay_seconds: int | None = Field(default=None, ge=0, le=7 * 86400)
+
+
+class PodGroupStatus(StatusModel):
+    phase: PodGroupPhase | None = None
+    running: Count | None = None
+    succeeded: Count | None = None
+    failed: Count | None = None
+    pending: Count | None = None
+    preemption: PreemptionStatus | None = None
+    observed_generation: int | None = None
+    conditions: list[Condition] | None = None
+
+
+class PodGroup(Resource):
+    """The unit of admission and gang placement; jobs create one, plain pods get an implicit one."""
+
+    group: ClassVar = GROUP
+    plural: ClassVar = "podgroups"
+    scope: ClassVar = "Namespaced"
+    short_names: ClassVar = ("spg",)
+    # Implicit groups are named after their pod, which may be longer than a label.
+    name_is_dns_label: ClassVar = False
+    printer_columns: ClassVar = (
+        PrinterColumn("Phase", ".status.phase"),
+        PrinterColumn("MinMember", ".spec.minMember", "integer"),
+        PrinterColumn("Running", ".status.running", "integer"),
+        PrinterColumn("Queue", ".spec.queue"),
+        PrinterColumn("Pool", ".spec.pool", priority=1),
+        AGE,
+    )
+
+    api_version: Literal["scheduling.sluice.dev/v1alpha1"] = API_VERSION
+    kind: Literal["PodGroup"] = "PodGroup"
+    spec: PodGroupSpec = Field(default_factory=PodGroupSpec)
+    status: PodGroupStatus | None = None
+
+
+# ------------------------------------------------------------------------------------------
+# Topology
+
+
+class TopologyLevel(SluiceModel):
+    name: DnsLabel = Field(description="Tier name jobs refer to, e.g. `spine`, `tor`, `host`.")
+    node_label: LabelKey = Field(
+        description="Node label whose value identifies the domain at this tier."
+    )
+
+
+class TopologySpec(SluiceModel):
+    """Network tiers, coarse to fine (e.g. spine, tor, kubernetes.io/hostname)."""
+
+    levels: list[TopologyLevel] = Field(min_length=1, max_length=16)
+
+    cel_rules: ClassVar = (
+        Rule(
+            "self.levels.all(l, self.levels.exists_one(m, m.name == l.name))",
+            "spec.levels[].name must be unique",
+            field_path=".levels",
+        ),
+        Rule(
+            "self.levels.all(l, self.levels.exists_one(m, m.nodeLabel == l.nodeLabel))",
+            "spec.levels[].nodeLabel must be unique",
+            field_path=".levels",
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _unique(self) -> TopologySpec:
+        names = [lv.name for lv in self.levels]
+        if len(set(names)) != len(names):
+            raise ValueError(self.cel_rules[0].message)
+        keys = [lv.node_label for lv in self.levels]
+        if len(set(keys)) != len(keys):
+            raise ValueError(self.cel_rules[1].message)
+        return self
+
+    def level_index(self, name: str) -> int | None:
+        """Position of a tier (0 = coarsest), or None if unknown."""
+        for i, level in enumerate(self.levels):
+            if level.name == name:
+                return i
+        return None
+
+
+class TopologyStatus(StatusModel):
+    domains: dict[str, Count] | None = Field(
+        default=None, description="Number of distinct domains (label values) per level name."
+    )
+    observed_generation: int | None = None
+    conditions: list[Condition] | None = None
+
+
+class Topology(Resource):
+    """The cluster's network tiers, named so jobs can say `highestTier: tor`."""
+
+    group: ClassVar = GROUP
+    plural: ClassVar = "topologies"
+    scope: ClassVar = "Cluster"
+    short_names: ClassVar = ("topo",)
+    printer_columns: ClassVar = (PrinterColumn("Levels", ".spec.levels[*].name"), AGE)
+
+    api_version: Literal["scheduling.sluice.dev/v1alpha1"] = API_VERSION
+    kind: Literal["Topology"] = "Topology"
+    spec: TopologySpec
+    status: TopologyStatus | None = None
