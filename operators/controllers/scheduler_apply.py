@@ -1,0 +1,230 @@
+"""Carry out a session's decisions: evictions first, then gang bindings, then nominations.
+
+Bindings are assumed in the cache before their POSTs are issued, so the next cycle already sees
+the room as taken; the binder's answers confirm (on success) or forget (on failure) each pod.
+Nothing here waits for the API: writes run as tasks, bounded by the shared semaphore, so the
+next cycle can start while the previous cycle's bindings are still in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import defaultdict
+from collections.abc import Coroutine
+from typing import Any
+
+from operators.api import labels as L
+from operators.runtime import records as R
+from operators.runtime.binder import Binder, BindRequest, GangOutcome
+from operators.runtime.cache import SchedulerCache
+from operators.runtime.client import ApiError, KubeClient
+from operators.runtime.events import EventRecorder
+from operators.runtime.evictor import Evictor, EvictOutcome, PodRef
+from operators.runtime.metrics import SchedulerMetrics
+from operators.scheduler import decisions as D
+
+log = logging.getLogger(__name__)
+
+PODGROUP_API_VERSION = "scheduling.sluice.dev/v1alpha1"
+
+
+class DecisionApplier:
+    def __init__(
+        self,
+        client: KubeClient,
+        cache: SchedulerCache,
+        binder: Binder,
+        evictor: Evictor,
+        events: EventRecorder,
+        metrics: SchedulerMetrics,
+    ) -> None:
+        self.client = client
+        self.cache = cache
+        self.binder = binder
+        self.evictor = evictor
+        self.events = events
+        self.metrics = metrics
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._evicting: set[str] = set()  # pod uids with an eviction in flight
+        self.binding_groups: set[str] = set()  # group uids with bindings in flight
+
+    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
+        task = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._tasks)
+
+    async def drain(self) -> None:
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    def involved(self, group_uid: str) -> dict[str, Any]:
+        rec = self.cache.group_record(group_uid)
+        if rec is not None:
+            return {
+                "apiVersion": PODGROUP_API_VERSION,
+                "kind": "PodGroup",
+                "namespace": rec.namespace,
+                "name": rec.name,
+                "uid": rec.uid,
+            }
+        pod = self.cache.pod_by_uid(group_uid.removeprefix("pod:"))
+        if pod is not None:
+            return {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "namespace": pod.namespace,
+                "name": pod.name,
+                "uid": pod.uid,
+            }
+        return {"kind": "PodGroup", "name": group_uid}
+
+    # ----------------------------------------------------------------------------------------
+
+    def apply(self, result: Any, now: float) -> dict[str, int]:
+        """Apply in the core's order; returns counts for logging."""
+        binds: defaultdict[str, list[D.Bind]] = defaultdict(list)
+        counts = {"bind": 0, "evict": 0, "nominate": 0}
+        for decision in result.decisions:
+            if isinstance(decision, D.Evict):
+                counts["evict"] += self._evict(decision)
+            elif isinstance(decision, D.Bind):
+                binds[decision.group].append(decision)
+            elif isinstance(decision, D.Nominate):
+                counts["nominate"] += self._nominate(decision)
+            elif isinstance(decision, D.MarkWillEvict):
+                self.metrics.preemptions.labels(kind="delayed").inc()
+                self.events.post(
+                    self.involved(decision.victim),
+                    "Warning",
+                    "WillEvict",
+                    f"will be preempted by {self.cache.peer_ref(decision.preemptor)} at "
+                    f"{R.rfc3339(decision.deadline)}",
+                )
+            elif isinstance(decision, D.MarkPrivileged):
+                self.events.post(
+                    self.involved(decision.preemptor),
+                    "Normal",
+                    "Privileged",
+                    f"preempting {len(decision.victims)} job(s) at {R.rfc3339(decision.deadline)}",
+                )
+        for group_uid, members in binds.items():
+            counts["bind"] += self._bind_gang(group_uid, members, now)
+        return counts
+
+    # ----------------------------------------------------------------------------------------
+
+    def _bind_gang(self, group_uid: str, members: list[D.Bind], now: float) -> int:
+        requests: list[BindRequest] = []
+        for bind in members:
+            rec = self.cache.pod_by_uid(bind.task)
+            if rec is None or rec.node_name or bind.task in self.cache.assumed:
+                continue
+            annotations = {L.GPU_IDS: R.format_gpu_ids(bind.gpu_ids)} if bind.gpu_ids else {}
+            requests.append(BindRequest(rec.namespace, rec.name, rec.uid, bind.node, annotations))
+        if len(requests) != len(members):
+            # The cache moved on since the snapshot (a member vanished or got bound); the gang is
+            # released as a whole or not at all, so wait for the next cycle.
+            return 0
+        for req, bind in zip(requests, members, strict=True):
+            self.cache.assume(req.uid, bind.node, bind.gpu_ids, now)
+        self.binding_groups.add(group_uid)
+        self._spawn(self._run_gang(group_uid, requests))
+        return len(requests)
+
+    async def _run_gang(self, group_uid: str, requests: list[BindRequest]) -> None:
+        try:
+            outcome: GangOutcome = await self.binder.bind_gang(requests)
+        finally:
+            self.binding_groups.discard(group_uid)
+        if outcome.failed:
+            for _, reason in outcome.failed:
+                self.metrics.bind_failures.labels(reason=reason.split(" ")[0]).inc()
+            self.metrics.attempts.labels(result="error").inc()
+            if outcome.rolled_back:
+                self.metrics.gang_rollbacks.inc()
+            self.events.post(
+                self.involved(group_uid),
+                "Warning",
+                "FailedBinding",
+                f"{len(outcome.failed)} of {len(requests)} bindings failed "
+                f"({outcome.failed[0][1]}); the group will be retried as a whole",
+            )
+        else:
+            self.metrics.attempts.labels(result="scheduled").inc()
+
+    def on_bound(self, req: BindRequest) -> None:
+        now = time.time()
+        self.cache.finish_binding(req.uid, now)
+        self.metrics.pods_bound.inc()
+        rec = self.cache.pod_by_uid(req.uid)
+        if rec is not None and rec.created:
+            self.metrics.e2e_latency.observe(max(0.0, now - rec.created))
+
+    def on_failed(self, req: BindRequest, reason: str) -> None:
+        log.info("binding %s/%s to %s failed: %s", req.namespace, req.name, req.node, reason)
+        self.cache.forget(req.uid)
+
+    # ----------------------------------------------------------------------------------------
+
+    def _evict(self, decision: D.Evict) -> int:
+        refs: list[PodRef] = []
+        for uid in decision.tasks:
+            rec = self.cache.pod_by_uid(uid)
+            if rec is None or rec.deleting or uid in self._evicting:
+                continue
+            refs.append(PodRef(rec.namespace, rec.name, rec.uid))
+        if not refs:
+            return 0
+        self._evicting.update(r.uid for r in refs)
+        kind = "delayed" if decision.reason is D.EvictReason.DELAYED_PREEMPTION_DUE else "immediate"
+        self.metrics.preemptions.labels(kind=kind).inc()
+        self.events.post(
+            self.involved(decision.group), "Warning", decision.reason.value, decision.message
+        )
+        self._spawn(self._run_evictions(refs))
+        return len(refs)
+
+    async def evict_group(self, group_uid: str, reason: str, message: str) -> int:
+        """Evict every bound pod of a group (used to undo a half-bound gang)."""
+        refs = [
+            PodRef(r.namespace, r.name, r.uid)
+            for r in self.cache.members(group_uid)
+            if r.node_name and not r.deleting and r.uid not in self._evicting
+        ]
+        if refs:
+            self._evicting.update(r.uid for r in refs)
+            self.events.post(self.involved(group_uid), "Warning", reason, message)
+            await self._run_evictions(refs)
+        return len(refs)
+
+    async def _run_evictions(self, refs: list[PodRef]) -> None:
+        try:
+            outcomes = await self.evictor.evict_all(refs)
+        finally:
+            self._evicting.difference_update(r.uid for r in refs)
+        for outcome in outcomes:
+            self.metrics.evictions.labels(outcome=outcome.value).inc()
+        if EvictOutcome.BLOCKED in outcomes:
+            log.info("eviction blocked by a PodDisruptionBudget; retried next cycle")
+
+    # ----------------------------------------------------------------------------------------
+
+    def _nominate(self, decision: D.Nominate) -> int:
+        rec = self.cache.pod_by_uid(decision.task)
+        if rec is None or rec.nominated_node == decision.node:
+            return 0
+        path = f"/api/v1/namespaces/{rec.namespace}/pods/{rec.name}/status"
+        self._spawn(self._patch_quietly(path, {"status": {"nominatedNodeName": decision.node}}))
+        return 1
+
+    async def _patch_quietly(self, path: str, body: dict[str, Any]) -> None:
+        try:
+            await self.client.merge_patch(path, body)
+        except (ApiError, TimeoutError, OSError) as err:
+            log.info("patch %s failed: %s", path, err)

@@ -1,0 +1,348 @@
+"""The embedded scheduling loop: watch-fed cache -> snapshot -> session -> decisions -> API.
+
+A cycle runs when a relevant change arrives (after a short coalescing window, so a burst of pod
+creations becomes one cycle), when a delayed-preemption deadline or an unfinished gang needs
+attention, and on a periodic safety tick while pending work exists. A quiet cluster runs no
+cycles at all. Only the holder of the scheduler Lease runs cycles; a standby keeps its cache warm
+so that it can take over within the lease duration.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import time
+from collections.abc import Awaitable
+from typing import Any
+
+from operators.controllers.scheduler_apply import DecisionApplier
+from operators.controllers.scheduler_status import StatusWriter, count_members
+from operators.runtime import kubeconfig
+from operators.runtime import records as R
+from operators.runtime.binder import Binder
+from operators.runtime.cache import FINISHED_PHASES, ChangeKind, SchedulerCache
+from operators.runtime.client import KubeClient
+from operators.runtime.events import EventRecorder
+from operators.runtime.evictor import Evictor
+from operators.runtime.httpserver import ProbeServer
+from operators.runtime.informer import Informer, WatchedKind
+from operators.runtime.leader import LeaderElector, LeaseConfig
+from operators.runtime.metrics import SchedulerMetrics
+from operators.runtime.settings import SchedulerSettings
+from operators.scheduler import decisions as D
+from operators.scheduler import snapshot as S
+from operators.scheduler.session import SessionConfig, SessionResult, run_session
+
+log = logging.getLogger(__name__)
+
+SCHED = "/apis/scheduling.sluice.dev/v1alpha1"
+# Terminal pods hold no resources; the API server filters them out (and sends DELETED when a pod
+# finishes), which keeps the cache small on clusters with many completed jobs.
+LIVE_PODS = {"fieldSelector": "status.phase!=Succeeded,status.phase!=Failed"}
+
+
+class SchedulerOperator:
+    def __init__(self, settings: SchedulerSettings) -> None:
+        self.settings = settings
+        self.metrics = SchedulerMetrics()
+        self.cache = SchedulerCache(settings.scheduler_name, self._on_change)
+        self._wake = asyncio.Event()
+        self._schedule_wanted = True
+        self._stopping = asyncio.Event()
+        self._half_bound_since: dict[str, float] = {}
+        self._last_result: SessionResult | None = None
+        self.cycles = 0
+        self.informers: list[Informer[Any]] = []
+        self.elector: LeaderElector | None = None
+        self.ready = False
+
+    # ----------------------------------------------------------------------------------------
+
+    def _on_change(self, kind: ChangeKind) -> None:
+        if kind == "schedule":
+            self._schedule_wanted = True
+        self._wake.set()
+
+    def _informers(self, client: KubeClient) -> list[Informer[Any]]:
+        c, t = self.cache, self.settings.watch_timeout_seconds
+
+        def make(kind: WatchedKind, transform: Any, handler: Any) -> Informer[Any]:
+            return Informer(client, kind, transform, handler, watch_timeout_seconds=t)
+
+        return [
+            make(WatchedKind("nodes", "/api/v1/nodes"), R.node, c.on_node),
+            make(
+                WatchedKind("priorityclasses", "/apis/scheduling.k8s.io/v1/priorityclasses"),
+                R.priority_class,
+                c.on_priority_class,
+            ),
+            make(WatchedKind("queues", f"{SCHED}/queues", optional=True), R.queue, c.on_queue),
+            make(WatchedKind("pools", f"{SCHED}/pools", optional=True), R.pool, c.on_pool),
+            make(
+                WatchedKind("topologies", f"{SCHED}/topologies", optional=True),
+                R.topology,
+                c.on_topology,
+            ),
+            make(
+                WatchedKind("podgroups", f"{SCHED}/podgroups", optional=True),
+                R.podgroup,
+                c.on_podgroup,
+            ),
+            make(
+                WatchedKind("poddisruptionbudgets", "/apis/policy/v1/poddisruptionbudgets"),
+                R.budget,
+                c.on_budget,
+            ),
+            # Pods last: their group membership resolves against the groups listed above.
+            make(WatchedKind("pods", "/api/v1/pods", LIVE_PODS), R.pod, c.on_pod),
+        ]
+
+    # ----------------------------------------------------------------------------------------
+
+    async def run(self) -> int:
+        s = self.settings
+        conn = kubeconfig.load(s.kubeconfig, s.context)
+        # Enough connections for every binding in flight plus watches and status writes.
+        client = KubeClient(
+            conn,
+            limit=s.bind_concurrency + s.status_concurrency + 16,
+            request_timeout=s.request_timeout_seconds,
+        )
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, self._stopping.set)
+
+        probes = ProbeServer(
+            self.metrics.registry,
+            alive=lambda: not self._stopping.is_set(),
+            ready=lambda: self.ready,
+        )
+        if s.metrics_port:
+            await probes.start(s.metrics_host, s.metrics_port)
+            log.info("serving /metrics /healthz /readyz on %s:%d", s.metrics_host, probes.port)
+
+        sem = asyncio.Semaphore(s.bind_concurrency)
+        evictor = Evictor(client, sem)
+        events = EventRecorder(client, "sluice-scheduler")
+        applier = DecisionApplier(
+            client, self.cache, Binder(client, evictor, sem), evictor, events, self.metrics
+        )
+        applier.binder.on_bound = applier.on_bound
+        applier.binder.on_failed = applier.on_failed
+        status = StatusWriter(client, self.cache, self.metrics, s.status_concurrency)
+
+        self.informers = self._informers(client)
+        watch_tasks = [
+            asyncio.create_task(i.run(), name=f"watch-{i.kind.name}") for i in self.informers
+        ]
+        exit_code = 0
+        try:
+            started = time.monotonic()
+            await self._until(asyncio.gather(*(i.synced.wait() for i in self.informers)))
+            if self._stopping.is_set():
+                return 0
+            log.info(
+                "caches synced in %.2fs: %d nodes, %d pods, %d podgroups",
+                time.monotonic() - started,
+                len(self.cache.nodes),
+                len(self.cache.pods),
+                len(self.cache.groups),
+            )
+            self.ready = True
+
+            hold: asyncio.Task[None] | None = None
+            if s.leader_election:
+                self.elector = LeaderElector(
+                    client,
+                    LeaseConfig(
+                        s.lease_name,
+                        s.lease_namespace,
+                        s.identity,
+                        s.lease_duration_seconds,
+                        s.renew_deadline_seconds,
+                        s.retry_period_seconds,
+                    ),
+                )
+                await self._until(self.elector.acquire())
+                if self._stopping.is_set():
+                    return 0
+                hold = asyncio.create_task(self.elector.hold(), name="lease")
+            self.metrics.is_leader.set(1)
+            cycles = asyncio.create_task(self._loop(applier, status), name="cycles")
+            stop = asyncio.create_task(self._stopping.wait())
+            waiting: set[asyncio.Task[Any]] = {cycles, stop, *watch_tasks}
+            if hold is not None:
+                waiting.add(hold)
+            done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+            if hold is not None and hold in done:
+                log.error("lost the scheduler lease; exiting so a fresh process starts clean")
+                exit_code = 1
+            for task in done:
+                if task is not stop and task.exception() is not None:
+                    log.error("task %s failed", task.get_name(), exc_info=task.exception())
+                    exit_code = 1
+            cycles.cancel()
+            stop.cancel()
+            if hold is not None:
+                hold.cancel()
+            # Let bindings already issued finish, so the cache we leave behind matches the API.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(applier.drain(), timeout=10)
+            await status.drain()
+        finally:
+            self.metrics.is_leader.set(0)
+            for task in watch_tasks:
+                task.cancel()
+            await asyncio.gather(*watch_tasks, return_exceptions=True)
+            if self.elector is not None and exit_code == 0:
+                await self.elector.release()
+            await probes.stop()
+            await client.close()
+        return exit_code
+
+    async def _until(self, awaitable: Awaitable[Any]) -> None:
+        """Await something, unless a stop signal comes first."""
+        task = asyncio.ensure_future(awaitable)
+        stop = asyncio.create_task(self._stopping.wait())
+        await asyncio.wait({task, stop}, return_when=asyncio.FIRST_COMPLETED)
+        for t in (task, stop):
+            if not t.done():
+                t.cancel()
+
+    # ----------------------------------------------------------------------------------------
+
+    def _next_deadline(self, now: float) -> float:
+        """Seconds until something needs a cycle without any event: a delayed-preemption
+        deadline, a half-bound gang's grace, or the safety tick (only if work is pending)."""
+        wait = self.settings.safety_tick_seconds
+        for rec in self.cache.groups.values():
+            mark = rec.group.preemption
+            if mark is not None:
+                wait = min(wait, max(0.0, mark.deadline - now) + 0.05)
+        for since in self._half_bound_since.values():
+            wait = min(wait, max(0.0, since + self.settings.half_bound_grace_seconds - now) + 0.05)
+        if self.cache.assumed:
+            wait = min(wait, self.settings.assume_ttl_seconds)
+        return wait
+
+    async def _loop(self, applier: DecisionApplier, status: StatusWriter) -> None:
+        while True:
+            timeout = self._next_deadline(time.time())
+            woke = False
+            try:
+                await asyncio.wait_for(self._wake.wait(), timeout)
+                woke = True
+            except TimeoutError:
+                pass
+            if woke:
+                await asyncio.sleep(self.settings.coalesce_seconds)
+            self._wake.clear()
+            timed_work = not woke and (
+                self.cache.has_pending_work()
+                or self._half_bound_since
+                or any(r.group.preemption for r in self.cache.groups.values())
+            )
+            if self._schedule_wanted or timed_work:
+                self._schedule_wanted = False
+                await self.cycle(applier, status)
+            elif woke:
+                # Only pod phases moved (e.g. Running): refresh statuses, no session needed.
+                now = time.time()
+                result = self._last_result or SessionResult(decisions=(), explanations={})
+                status.write_groups(
+                    SessionResult(decisions=(), explanations=result.explanations),
+                    now,
+                    R.rfc3339(now),
+                )
+
+    async def cycle(self, applier: DecisionApplier, status: StatusWriter) -> None:
+        t0 = time.perf_counter()
+        now = time.time()
+        self.cycles += 1
+        self.cache.expire_assumptions(now, self.settings.assume_ttl_seconds)
+        snap = self.cache.snapshot(now, status.implicit_marks)
+        t1 = time.perf_counter()
+        config = SessionConfig(timer=time.perf_counter)
+        # The snapshot is immutable, so the session can run off the event loop while watches
+        # and in-flight bindings keep being served.
+        result = await asyncio.to_thread(run_session, snap, config)
+        t2 = time.perf_counter()
+        self._last_result = result
+        counts = applier.apply(result, time.time())
+        bound_now = {d.group for d in result.decisions if isinstance(d, D.Bind)}
+        await self._repair_half_bound(applier, bound_now, now)
+        written = status.write_groups(result, now, R.rfc3339(now))
+        status.write_queues(result.queues)
+        status.write_pools(result.pools)
+        t3 = time.perf_counter()
+
+        m = self.metrics
+        m.cycle_duration.labels(phase="snapshot").observe(t1 - t0)
+        m.cycle_duration.labels(phase="session").observe(t2 - t1)
+        m.cycle_duration.labels(phase="apply").observe(t3 - t2)
+        m.cycle_duration.labels(phase="total").observe(t3 - t0)
+        for action, seconds in result.timings.items():
+            m.action_duration.labels(action=action).observe(seconds)
+        unschedulable = sum(
+            1 for e in result.explanations.values() if e.code.value not in ("Scheduled", "Admitted")
+        )
+        if unschedulable:
+            m.attempts.labels(result="unschedulable").inc(unschedulable)
+        m.pending_pods.clear()
+        for queue, n in self.cache.pending_by_queue().items():
+            m.pending_pods.labels(queue=queue).set(n)
+        m.assumed_pods.set(len(self.cache.assumed))
+        for informer in self.informers:
+            m.cache_objects.labels(kind=informer.kind.name).set(len(informer.store))
+        if counts["bind"] or counts["evict"] or written or (t3 - t0) > 1.0:
+            log.info(
+                "cycle %d: %d nodes, %d groups, %d tasks; bind %d, evict %d, nominate %d, "
+                "status writes %d; snapshot %.3fs session %.3fs apply %.3fs",
+                self.cycles,
+                len(snap.nodes),
+                len(snap.groups),
+                len(snap.tasks),
+                counts["bind"],
+                counts["evict"],
+                counts["nominate"],
+                written,
+                t1 - t0,
+                t2 - t1,
+                t3 - t2,
+            )
+
+    async def _repair_half_bound(
+        self, applier: DecisionApplier, bound_now: set[str], now: float
+    ) -> None:
+        """A gang some of whose pods are bound but not minMember (a crash between Binding POSTs)
+        is given `half_bound_grace_seconds` to complete; after that its bound pods are evicted so
+        it can start over whole, rather than hold nodes it cannot use."""
+        seen: set[str] = set()
+        for rec in list(self.cache.groups.values()):
+            grp = rec.group
+            if grp.min_member <= 1 or grp.phase in FINISHED_PHASES:
+                continue
+            if grp.phase is S.GroupPhase.RUNNING or rec.uid in applier.binding_groups:
+                continue
+            counts = count_members(self.cache, rec.uid)
+            if not (0 < counts.bound < grp.min_member and counts.pending > 0):
+                continue
+            if rec.uid in bound_now:
+                continue
+            seen.add(rec.uid)
+            since = self._half_bound_since.setdefault(rec.uid, now)
+            if now - since >= self.settings.half_bound_grace_seconds:
+                n = await applier.evict_group(
+                    rec.uid,
+                    "GangIncomplete",
+                    f"only {counts.bound} of minMember {grp.min_member} pods were bound and the "
+                    "rest could not follow; evicting them so the gang restarts whole",
+                )
+                log.warning("evicted %d pods of half-bound gang %s/%s", n, rec.namespace, rec.name)
+                seen.discard(rec.uid)
+        for uid in list(self._half_bound_since):
+            if uid not in seen:
+                del self._half_bound_since[uid]

@@ -1,0 +1,313 @@
+"""PodGroup, Queue and Pool status as the scheduler sees it, written coalesced.
+
+Each cycle computes the desired status of every live group from the cache and the session's
+output, compares it with what the API already holds (as last seen by the watch), and writes only
+what differs: at most one merge-patch per object per cycle, none when nothing changed. Messages
+that change while the reason stays the same are written at most every `message_interval` seconds,
+so an explanation with a moving figure in it cannot become a write storm.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from collections.abc import Iterable, Mapping
+from decimal import Decimal
+from typing import Any
+
+from operators.api.quantity import format_quantity
+from operators.runtime import records as R
+from operators.runtime.cache import FINISHED_PHASES, SchedulerCache
+from operators.runtime.client import ApiError, KubeClient
+from operators.runtime.metrics import SchedulerMetrics
+from operators.scheduler import decisions as D
+from operators.scheduler import snapshot as S
+from operators.scheduler.session import PoolStatus, QueueStatus, SessionResult
+
+log = logging.getLogger(__name__)
+
+API = "/apis/scheduling.sluice.dev/v1alpha1"
+OWNED_CONDITIONS = ("Scheduled", "Unschedulable", "Enqueued")
+_HAPPY = (D.ReasonCode.SCHEDULED, D.ReasonCode.ADMITTED)
+
+
+@dataclasses.dataclass(frozen=True)
+class GroupCounts:
+    bound: int  # bound, running or assumed: holds a node
+    running: int  # pod phase Running
+    pending: int  # no node yet
+
+
+def count_members(cache: SchedulerCache, group_uid: str) -> GroupCounts:
+    bound = running = pending = 0
+    for rec in cache.members(group_uid):
+        if rec.node_name or rec.uid in cache.assumed:
+            bound += 1
+            running += rec.phase == "Running"
+        else:
+            pending += 1
+    return GroupCounts(bound, running, pending)
+
+
+def next_phase(
+    current: S.GroupPhase, decided: S.GroupPhase | None, min_member: int, counts: GroupCounts
+) -> S.GroupPhase:
+    """The phase the scheduler writes: the core's decision if any, else derived from the pods."""
+    if counts.bound >= min_member:
+        return S.GroupPhase.RUNNING
+    if decided is not None:
+        return decided
+    if current is S.GroupPhase.RUNNING:
+        # It ran and lost pods: Unknown while part of it still runs, Pending once none does.
+        return S.GroupPhase.UNKNOWN if counts.bound else S.GroupPhase.PENDING
+    if current is S.GroupPhase.UNKNOWN and counts.bound == 0:
+        return S.GroupPhase.PENDING
+    return current
+
+
+def _condition(
+    type_: str, status: bool, reason: str, message: str, old: Mapping[str, Any] | None, now: str
+) -> dict[str, Any]:
+    status_text = "True" if status else "False"
+    unchanged = old is not None and old.get("status") == status_text
+    return {
+        "type": type_,
+        "status": status_text,
+        "reason": reason,
+        "message": message[:1024],
+        "lastTransitionTime": (old or {}).get("lastTransitionTime") if unchanged else now,
+    }
+
+
+def desired_conditions(
+    phase: S.GroupPhase,
+    explanation: D.Explanation | None,
+    old: Iterable[Mapping[str, Any]],
+    now: str,
+) -> list[dict[str, Any]]:
+    by_type = {str(c.get("type")): c for c in old}
+    running = phase is S.GroupPhase.RUNNING
+    enqueued = phase in (S.GroupPhase.INQUEUE, S.GroupPhase.RUNNING)
+    if running:
+        reason, message = D.ReasonCode.SCHEDULED.value, "minMember pods are bound"
+        blocked = False
+    elif explanation is not None:
+        reason, message = explanation.code.value, explanation.message
+        blocked = explanation.code not in _HAPPY
+    else:
+        reason, message = "Waiting", "waiting for a scheduling cycle"
+        blocked = False
+    out = [
+        dict(c) for t, c in by_type.items() if t not in OWNED_CONDITIONS
+    ]  # others' conditions stay
+    out.append(
+        _condition(
+            "Enqueued",
+            enqueued,
+            "Admitted" if enqueued else reason,
+            "quota reserved" if enqueued else message,
+            by_type.get("Enqueued"),
+            now,
+        )
+    )
+    out.append(_condition("Scheduled", running, reason, message, by_type.get("Scheduled"), now))
+    out.append(
+        _condition(
+            "Unschedulable",
+            blocked,
+            reason,
+            message if blocked else "",
+            by_type.get("Unschedulable"),
+            now,
+        )
+    )
+    return out
+
+
+def _comparable(status: Mapping[str, Any]) -> Any:
+    conds = status.get("conditions") or []
+    return (
+        status.get("phase"),
+        status.get("running"),
+        status.get("pending"),
+        R.dumps_compact(status.get("preemption")),
+        tuple(sorted((str(c.get("type")), c.get("status"), c.get("reason")) for c in conds)),
+    )
+
+
+def _messages(status: Mapping[str, Any]) -> Any:
+    return tuple(
+        sorted((str(c.get("type")), c.get("message")) for c in status.get("conditions") or [])
+    )
+
+
+def format_resources(values: Mapping[str, int]) -> dict[str, str]:
+    out = {}
+    for name, amount in values.items():
+        if name == S.CPU:
+            out[name] = format_quantity(Decimal(amount) / 1000)
+        elif name.endswith("-milli"):
+            continue
+        else:
+            out[name] = format_quantity(amount)
+    return out
+
+
+class StatusWriter:
+    def __init__(
+        self,
+        client: KubeClient,
+        cache: SchedulerCache,
+        metrics: SchedulerMetrics,
+        concurrency: int,
+        message_interval: float = 10.0,
+    ) -> None:
+        self.client = client
+        self.cache = cache
+        self.metrics = metrics
+        self._sem = asyncio.Semaphore(concurrency)
+        self._in_flight: set[str] = set()
+        self._last_message_write: dict[str, float] = {}
+        self._message_interval = message_interval
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._last_queue: dict[str, Any] = {}
+        self._last_pool: dict[str, Any] = {}
+        # Delayed-preemption marks of implicit groups have no object to live in: memory only.
+        self.implicit_marks: dict[str, S.PreemptionMark] = {}
+
+    def _spawn(self, key: str, path: str, body: dict[str, Any]) -> None:
+        self._in_flight.add(key)
+        task = asyncio.create_task(self._write(key, path, body))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _write(self, key: str, path: str, body: dict[str, Any]) -> None:
+        try:
+            async with self._sem:
+                await self.client.merge_patch(path, body)
+            self.metrics.status_writes.inc()
+        except ApiError as err:
+            if not err.not_found:
+                log.warning("status write %s failed: %s", path, err)
+        except (TimeoutError, OSError) as err:
+            log.warning("status write %s failed: %s", path, type(err).__name__)
+        finally:
+            self._in_flight.discard(key)
+
+    def preemption_updates(
+        self, decisions: Iterable[D.Decision], now: float
+    ) -> dict[str, dict[str, Any] | None]:
+        """group uid -> new status.preemption (None clears it), from this session's marks."""
+        out: dict[str, dict[str, Any] | None] = {}
+        for d in decisions:
+            if isinstance(d, D.MarkPrivileged):
+                out[d.preemptor] = {
+                    "role": S.PreemptionRole.PRIVILEGED.value,
+                    "deadline": R.rfc3339(d.deadline),
+                    "peers": [self.cache.peer_ref(v) for v in d.victims],
+                    "reason": "waiting for victims' grace period",
+                }
+                self.implicit_marks[d.preemptor] = S.PreemptionMark(
+                    S.PreemptionRole.PRIVILEGED, d.victims, d.deadline
+                )
+            elif isinstance(d, D.MarkWillEvict):
+                out[d.victim] = {
+                    "role": S.PreemptionRole.WILL_EVICT.value,
+                    "deadline": R.rfc3339(d.deadline),
+                    "peers": [self.cache.peer_ref(d.preemptor)],
+                    "reason": "preempted with a grace period",
+                }
+                self.implicit_marks[d.victim] = S.PreemptionMark(
+                    S.PreemptionRole.WILL_EVICT, (d.preemptor,), d.deadline
+                )
+            elif isinstance(d, D.RevertDelayedPreemption):
+                for uid in d.groups:
+                    out[uid] = None
+                    self.implicit_marks.pop(uid, None)
+        # Only implicit groups keep their marks in memory; explicit ones live in the API.
+        for uid in list(self.implicit_marks):
+            if not uid.startswith("pod:"):
+                del self.implicit_marks[uid]
+        return out
+
+    def write_groups(self, result: SessionResult, now: float, now_text: str) -> int:
+        decided: dict[str, S.GroupPhase] = {
+            d.group: d.phase for d in result.decisions if isinstance(d, D.SetGroupPhase)
+        }
+        preemption = self.preemption_updates(result.decisions, now)
+        written = 0
+        for key, rec in list(self.cache.groups.items()):
+            grp = rec.group
+            if grp.phase in FINISHED_PHASES or rec.uid in self._in_flight:
+                continue
+            counts = count_members(self.cache, rec.uid)
+            phase = next_phase(grp.phase, decided.get(rec.uid), grp.min_member, counts)
+            old = dict(rec.status)
+            desired: dict[str, Any] = {
+                "phase": phase.value,
+                "running": counts.running,
+                "pending": counts.pending,
+                "observedGeneration": rec.generation,
+                "conditions": desired_conditions(
+                    phase, result.explanations.get(rec.uid), old.get("conditions") or (), now_text
+                ),
+            }
+            if rec.uid in preemption:
+                desired["preemption"] = preemption[rec.uid]
+            elif (
+                phase is S.GroupPhase.RUNNING
+                and old.get("preemption")
+                and (old["preemption"].get("role") == S.PreemptionRole.PRIVILEGED.value)
+            ):
+                desired["preemption"] = None  # the preemptor got its room
+            else:
+                desired["preemption"] = old.get("preemption")
+            if _comparable(desired) == _comparable(old):
+                if _messages(desired) == _messages(old):
+                    continue
+                last = self._last_message_write.get(rec.uid, 0.0)
+                if now - last < self._message_interval:
+                    continue
+            self._last_message_write[rec.uid] = now
+            path = f"{API}/namespaces/{key[0]}/podgroups/{key[1]}/status"
+            self._spawn(rec.uid, path, {"status": desired})
+            written += 1
+        return written
+
+    def write_queues(self, queues: Mapping[str, QueueStatus]) -> None:
+        for name, qs in queues.items():
+            if name not in self.cache.queues:
+                continue  # built-in queues the core adds have no object
+            body = {
+                "deserved": format_resources(qs.deserved),
+                "allocated": format_resources(qs.allocated),
+                "pending": qs.pending,
+                "inqueue": qs.inqueue,
+                "running": qs.running,
+            }
+            if self._last_queue.get(name) == body or f"queue/{name}" in self._in_flight:
+                continue
+            self._last_queue[name] = body
+            self._spawn(f"queue/{name}", f"{API}/queues/{name}/status", {"status": body})
+
+    def write_pools(self, pools: Mapping[str, PoolStatus]) -> None:
+        for name, ps in pools.items():
+            if name not in self.cache.pools:
+                continue
+            body = {
+                "nodeCount": ps.nodes,
+                "capacity": format_resources(ps.capacity),
+                "allocatable": format_resources(ps.allocatable),
+                "used": format_resources(ps.used),
+                "shared": format_resources(ps.shared),
+                "pending": format_resources(ps.pending),
+            }
+            if self._last_pool.get(name) == body or f"pool/{name}" in self._in_flight:
+                continue
+            self._last_pool[name] = body
+            self._spawn(f"pool/{name}", f"{API}/pools/{name}/status", {"status": body})
+
+    async def drain(self) -> None:
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)

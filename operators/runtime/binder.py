@@ -1,0 +1,124 @@
+"""Binding pods to nodes through the pods/binding subresource, many in flight at once.
+
+The chosen GPU ids travel as annotations *on the Binding object*: the API server copies a
+Binding's annotations onto the pod in the same write that sets spec.nodeName, so a pod is never
+bound without its gpu-ids, nor annotated for a node it never got (one request, not two).
+
+A gang is bound as a whole: all of its Binding POSTs are issued together; if any of them fails,
+the members that did bind are evicted again, so no group is left half-running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from collections.abc import Callable, Mapping, Sequence
+
+from operators.runtime.client import ApiError, KubeClient
+from operators.runtime.evictor import Evictor, PodRef
+
+log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class BindRequest:
+    namespace: str
+    name: str
+    uid: str
+    node: str
+    annotations: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+    @property
+    def ref(self) -> PodRef:
+        return PodRef(self.namespace, self.name, self.uid)
+
+
+@dataclasses.dataclass
+class GangOutcome:
+    bound: list[BindRequest] = dataclasses.field(default_factory=list)
+    failed: list[tuple[BindRequest, str]] = dataclasses.field(default_factory=list)
+    rolled_back: list[BindRequest] = dataclasses.field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+
+def binding_body(req: BindRequest) -> dict[str, object]:
+    meta: dict[str, object] = {"name": req.name, "namespace": req.namespace}
+    if req.uid:
+        meta["uid"] = req.uid
+    if req.annotations:
+        meta["annotations"] = dict(req.annotations)
+    return {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": meta,
+        "target": {"apiVersion": "v1", "kind": "Node", "name": req.node},
+    }
+
+
+class Binder:
+    """`on_bound`/`on_failed` let the cache confirm or forget each assumed pod as answers arrive."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        evictor: Evictor,
+        semaphore: asyncio.Semaphore,
+        *,
+        on_bound: Callable[[BindRequest], None] | None = None,
+        on_failed: Callable[[BindRequest, str], None] | None = None,
+    ) -> None:
+        self.client = client
+        self.evictor = evictor
+        self._sem = semaphore
+        self.on_bound = on_bound
+        self.on_failed = on_failed
+
+    async def bind_one(self, req: BindRequest) -> str | None:
+        """None on success, else the reason it failed."""
+        path = f"/api/v1/namespaces/{req.namespace}/pods/{req.name}/binding"
+        async with self._sem:
+            try:
+                await self.client.post(path, binding_body(req))
+            except ApiError as err:
+                return f"{err.status} {err.reason}".strip()
+            except (TimeoutError, OSError) as err:
+                return type(err).__name__
+        return None
+
+    async def bind_gang(self, requests: Sequence[BindRequest]) -> GangOutcome:
+        outcome = GangOutcome()
+        reasons = await asyncio.gather(*(self.bind_one(r) for r in requests))
+        for req, reason in zip(requests, reasons, strict=True):
+            if reason is None:
+                outcome.bound.append(req)
+            else:
+                outcome.failed.append((req, reason))
+        if outcome.failed and outcome.bound:
+            # Part of the gang is on nodes and the rest will not follow in this attempt: take the
+            # bound part back off rather than leave it holding resources it cannot use.
+            log.warning(
+                "gang of %s/%s: %d of %d bindings failed (%s); evicting the %d bound",
+                requests[0].namespace,
+                requests[0].name,
+                len(outcome.failed),
+                len(requests),
+                outcome.failed[0][1],
+                len(outcome.bound),
+            )
+            await self.evictor.evict_all([r.ref for r in outcome.bound], grace_seconds=0)
+            outcome.rolled_back = outcome.bound
+            outcome.bound = []
+        for req in outcome.bound:
+            if self.on_bound is not None:
+                self.on_bound(req)
+        for req, reason in outcome.failed:
+            if self.on_failed is not None:
+                self.on_failed(req, reason)
+        for req in outcome.rolled_back:
+            if self.on_failed is not None:
+                self.on_failed(req, "rolled back with its gang")
+        return outcome

@@ -1,0 +1,452 @@
+"""The scheduler's cache: watch-fed records of the cluster, assumed bindings, and an incremental
+snapshot builder for the core.
+
+kube-scheduler's assume/forget contract: when the core decides to bind a pod, the cache records
+the pod as bound at once (so the next cycle does not place it, or something else, in the same
+room); the watch later confirms it; a failed binding forgets it and the pod is pending again.
+
+The snapshot is assembled from per-object pieces that are rebuilt only when their object changed
+(nodes' foreign usage, tasks, groups), so a cycle costs O(changed) translation plus O(n) tuple
+assembly, not a deep copy of the cluster.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping
+from types import MappingProxyType
+
+from operators.runtime import records as R
+from operators.runtime.informer import EventType, Key
+from operators.scheduler import snapshot as S
+
+log = logging.getLogger(__name__)
+
+ChangeKind = str  # "schedule": the session may decide differently; "status": only status may change
+FINISHED_PHASES = (S.GroupPhase.COMPLETED, S.GroupPhase.FAILED)
+
+
+@dataclasses.dataclass
+class Assumption:
+    node: str
+    gpu_ids: tuple[int, ...]
+    since: float
+    bound: bool = False  # the Binding POST succeeded; waiting for the watch to show it
+
+
+class SchedulerCache:
+    def __init__(self, scheduler_name: str, on_change: Callable[[ChangeKind], None]) -> None:
+        self.scheduler_name = scheduler_name
+        self._notify = on_change
+
+        self.nodes: dict[str, S.Node] = {}
+        self.pods: dict[str, R.PodRecord] = {}  # by uid
+        self.groups: dict[Key, R.GroupRecord] = {}  # by (namespace, name)
+        self.queues: dict[str, S.Queue] = {}
+        self.pools: dict[str, S.Pool] = {}
+        self.topologies: dict[str, S.Topology] = {}
+        self.priority_classes: dict[str, int] = {}
+        self.budgets: dict[Key, R.BudgetRecord] = {}
+        self.assumed: dict[str, Assumption] = {}
+
+        self._pod_uid_by_key: dict[Key, str] = {}
+        self._pods_on_node: defaultdict[str, set[str]] = defaultdict(set)
+        self._pods_by_group: defaultdict[Key, set[str]] = defaultdict(set)
+        self._group_key_by_uid: dict[str, Key] = {}
+
+        # incremental pieces of the snapshot
+        self._built_nodes: dict[str, S.Node] = {}
+        self._dirty_nodes: set[str] = set()
+        self._tasks: dict[str, S.Task] = {}  # managed pods, by uid
+        self._implicit: dict[str, S.PodGroup] = {}  # implicit groups, by pod uid
+        self._explicit: dict[str, S.PodGroup] = {}  # PodGroup objects, by uid
+        self._groups_dirty = True
+
+    # ----------------------------------------------------------------------------------------
+    # classification
+    # ----------------------------------------------------------------------------------------
+
+    def _managed(self, rec: R.PodRecord) -> bool:
+        """Ours to schedule: our schedulerName and, if it names a group, the group exists."""
+        if rec.scheduler_name != self.scheduler_name:
+            return False
+        return not rec.group_name or (rec.namespace, rec.group_name) in self.groups
+
+    def group_uid_of(self, rec: R.PodRecord) -> str:
+        if rec.group_name:
+            grp = self.groups.get((rec.namespace, rec.group_name))
+            return grp.uid if grp else ""
+        return R.implicit_group_uid(rec.uid)
+
+    # ----------------------------------------------------------------------------------------
+    # watch handlers
+    # ----------------------------------------------------------------------------------------
+
+    def on_node(self, kind: EventType, key: Key, new: S.Node | None, old: S.Node | None) -> None:
+        name = key[1]
+        if new is None:
+            self.nodes.pop(name, None)
+            self._built_nodes.pop(name, None)
+            self._dirty_nodes.discard(name)
+        else:
+            self.nodes[name] = new
+            self._dirty_nodes.add(name)
+        # Heartbeats change nothing the translated record holds: equal records are not a change.
+        if new != old:
+            self._notify("schedule")
+
+    def on_pod(
+        self, kind: EventType, key: Key, new: R.PodRecord | None, old: R.PodRecord | None
+    ) -> None:
+        if old is not None:
+            self._unindex_pod(old)
+        if new is None:
+            if old is not None:
+                self.assumed.pop(old.uid, None)
+                self._notify("schedule" if old.holds_resources or self._managed(old) else "status")
+            return
+        self._index_pod(new)
+        assumption = self.assumed.get(new.uid)
+        if assumption is not None and new.node_name:
+            del self.assumed[new.uid]  # confirmed by the watch
+            self._rebuild_pod(new)
+            self._notify("status")
+            return
+        self._rebuild_pod(new)
+        if old is None:
+            relevant = self._managed(new) and not new.node_name
+        else:
+            relevant = (
+                old.node_name != new.node_name
+                or old.deleting != new.deleting
+                or old.requests != new.requests
+                or old.group_name != new.group_name
+                or (not new.node_name and self._managed(new) and old != new)
+            )
+        self._notify("schedule" if relevant else "status")
+
+    def on_podgroup(
+        self, kind: EventType, key: Key, new: R.GroupRecord | None, old: R.GroupRecord | None
+    ) -> None:
+        if old is not None:
+            self._group_key_by_uid.pop(old.uid, None)
+            self._explicit.pop(old.uid, None)
+        if new is None:
+            self.groups.pop(key, None)
+        else:
+            self.groups[key] = new
+            self._group_key_by_uid[new.uid] = key
+            self._explicit[new.uid] = self._resolve_group(new)
+        if (new is None) != (old is None):
+            # Members of a group that appeared or vanished change between implicit/explicit.
+            for uid in list(self._pods_by_group.get(key, ())):
+                rec = self.pods.get(uid)
+                if rec is not None:
+                    self._rebuild_pod(rec)
+        self._groups_dirty = True
+        if old is None or new is None or old.group != new.group:
+            self._notify("schedule")
+
+    def on_queue(self, kind: EventType, key: Key, new: S.Queue | None, old: S.Queue | None) -> None:
+        self._simple(self.queues, key[1], new, old)
+
+    def on_pool(self, kind: EventType, key: Key, new: S.Pool | None, old: S.Pool | None) -> None:
+        self._simple(self.pools, key[1], new, old)
+
+    def on_topology(
+        self, kind: EventType, key: Key, new: S.Topology | None, old: S.Topology | None
+    ) -> None:
+        self._simple(self.topologies, key[1], new, old)
+
+    def on_priority_class(
+        self, kind: EventType, key: Key, new: int | None, old: int | None
+    ) -> None:
+        if new is None:
+            self.priority_classes.pop(key[1], None)
+        else:
+            self.priority_classes[key[1]] = new
+        if new != old:
+            for uid, grp_key in self._group_key_by_uid.items():
+                self._explicit[uid] = self._resolve_group(self.groups[grp_key])
+            self._groups_dirty = True
+            self._notify("schedule")
+
+    def on_budget(
+        self,
+        kind: EventType,
+        key: Key,
+        new: R.BudgetRecord | None,
+        old: R.BudgetRecord | None,
+    ) -> None:
+        if new is None:
+            self.budgets.pop(key, None)
+        else:
+            self.budgets[key] = new
+        if new != old:
+            self._notify("schedule")
+
+    def _simple(
+        self,
+        store: dict[str, S.Queue] | dict[str, S.Pool] | dict[str, S.Topology],
+        name: str,
+        new: object,
+        old: object,
+    ) -> None:
+        if new is None:
+            store.pop(name, None)
+        else:
+            store[name] = new  # type: ignore[assignment]
+        if new != old:
+            self._notify("schedule")
+
+    # ----------------------------------------------------------------------------------------
+    # indexes and per-object pieces
+    # ----------------------------------------------------------------------------------------
+
+    def _index_pod(self, rec: R.PodRecord) -> None:
+        self.pods[rec.uid] = rec
+        self._pod_uid_by_key[(rec.namespace, rec.name)] = rec.uid
+        if rec.node_name:
+            self._pods_on_node[rec.node_name].add(rec.uid)
+            self._dirty_nodes.add(rec.node_name)
+        if rec.group_name:
+            self._pods_by_group[(rec.namespace, rec.group_name)].add(rec.uid)
+
+    def _unindex_pod(self, rec: R.PodRecord) -> None:
+        self.pods.pop(rec.uid, None)
+        if self._pod_uid_by_key.get((rec.namespace, rec.name)) == rec.uid:
+            del self._pod_uid_by_key[(rec.namespace, rec.name)]
+        if rec.node_name:
+            on_node = self._pods_on_node.get(rec.node_name)
+            if on_node is not None:
+                on_node.discard(rec.uid)
+                if not on_node:
+                    del self._pods_on_node[rec.node_name]
+            self._dirty_nodes.add(rec.node_name)
+        if rec.group_name:
+            members = self._pods_by_group.get((rec.namespace, rec.group_name))
+            if members is not None:
+                members.discard(rec.uid)
+                if not members:
+                    del self._pods_by_group[(rec.namespace, rec.group_name)]
+        self._tasks.pop(rec.uid, None)
+        if self._implicit.pop(rec.uid, None) is not None:
+            self._groups_dirty = True
+
+    def _rebuild_pod(self, rec: R.PodRecord) -> None:
+        """Recompute the pod's Task (and implicit group), applying an assumed binding if any."""
+        if rec.node_name:
+            # Whether it counts as foreign depends on _managed, which may just have changed.
+            self._dirty_nodes.add(rec.node_name)
+        if not self._managed(rec):
+            self._tasks.pop(rec.uid, None)
+            if self._implicit.pop(rec.uid, None) is not None:
+                self._groups_dirty = True
+            return
+        task = R.task(rec, self.group_uid_of(rec))
+        if rec.group_name:
+            grp = self.groups.get((rec.namespace, rec.group_name))
+            if grp is not None and grp.units is not None:
+                size, roles = grp.units
+                if not roles or rec.role in roles:
+                    # Units of `size` consecutive replicas of one type must share a domain.
+                    task = dataclasses.replace(task, unit=f"{rec.role}/{rec.index // size}")
+        assumption = self.assumed.get(rec.uid)
+        if assumption is not None and not rec.node_name:
+            task = dataclasses.replace(
+                task, status=S.TaskStatus.BOUND, node=assumption.node, gpu_ids=assumption.gpu_ids
+            )
+        self._tasks[rec.uid] = task
+        if not rec.group_name:
+            bound = task.node is not None
+            implicit = R.implicit_group(rec, bound)
+            if self._implicit.get(rec.uid) != implicit:
+                self._implicit[rec.uid] = implicit
+                self._groups_dirty = True
+
+    def _resolve_group(self, rec: R.GroupRecord) -> S.PodGroup:
+        if rec.priority_class and rec.priority_class in self.priority_classes:
+            return dataclasses.replace(
+                rec.group, priority=self.priority_classes[rec.priority_class]
+            )
+        return rec.group
+
+    def peer_uid(self, ref: str) -> str:
+        """`namespace/name` of a PodGroup (or of a pod, for implicit groups) -> group uid."""
+        namespace, _, name = ref.partition("/")
+        grp = self.groups.get((namespace, name))
+        if grp is not None:
+            return grp.uid
+        pod_uid = self._pod_uid_by_key.get((namespace, name))
+        return R.implicit_group_uid(pod_uid) if pod_uid else ref
+
+    def peer_ref(self, group_uid: str) -> str:
+        """The inverse of peer_uid: what status.preemption.peers shows."""
+        if group_uid.startswith("pod:"):
+            rec = self.pods.get(group_uid[4:])
+            return f"{rec.namespace}/{rec.name}" if rec else group_uid
+        key = self._group_key_by_uid.get(group_uid)
+        return f"{key[0]}/{key[1]}" if key else group_uid
+
+    def _with_peers(self, group: S.PodGroup) -> S.PodGroup:
+        mark = group.preemption
+        if mark is None:
+            return group
+        peers = tuple(self.peer_uid(p) for p in mark.peers)
+        return dataclasses.replace(group, preemption=dataclasses.replace(mark, peers=peers))
+
+    def _foreign(self, name: str) -> S.Node:
+        base = self.nodes[name]
+        used: dict[str, int] = {}
+        pods = 0
+        gpu_milli: list[int] = [0] * base.gpu_count
+        for uid in self._pods_on_node.get(name, ()):
+            rec = self.pods.get(uid)
+            if rec is None or not rec.holds_resources or self._managed(rec):
+                continue
+            pods += 1
+            for res, amount in rec.requests.items():
+                used[res] = used.get(res, 0) + amount
+            for gpu in rec.gpu_ids:
+                if 0 <= gpu < len(gpu_milli):
+                    gpu_milli[gpu] = S.GPU_MILLI_PER_CARD
+        if not pods:
+            return base
+        return dataclasses.replace(
+            base,
+            foreign_used=MappingProxyType(used),
+            foreign_pods=pods,
+            gpu_foreign_milli=tuple(gpu_milli) if any(gpu_milli) else (),
+        )
+
+    # ----------------------------------------------------------------------------------------
+    # assume / confirm / forget
+    # ----------------------------------------------------------------------------------------
+
+    def assume(self, pod_uid: str, node: str, gpu_ids: tuple[int, ...], now: float) -> bool:
+        rec = self.pods.get(pod_uid)
+        if rec is None or rec.node_name:
+            return False
+        self.assumed[pod_uid] = Assumption(node=node, gpu_ids=gpu_ids, since=now)
+        self._rebuild_pod(rec)
+        return True
+
+    def finish_binding(self, pod_uid: str, now: float) -> None:
+        assumption = self.assumed.get(pod_uid)
+        if assumption is not None:
+            assumption.bound = True
+            assumption.since = now
+
+    def forget(self, pod_uid: str) -> None:
+        if self.assumed.pop(pod_uid, None) is None:
+            return
+        rec = self.pods.get(pod_uid)
+        if rec is not None:
+            self._rebuild_pod(rec)
+        self._notify("schedule")
+
+    def expire_assumptions(self, now: float, ttl: float) -> list[str]:
+        """Forget assumptions the watch never confirmed (a lost event, a pod gone meanwhile)."""
+        stale = [uid for uid, a in self.assumed.items() if a.bound and now - a.since > ttl]
+        for uid in stale:
+            log.warning("assumed binding of pod %s never confirmed; forgetting it", uid)
+            self.forget(uid)
+        return stale
+
+    # ----------------------------------------------------------------------------------------
+    # queries
+    # ----------------------------------------------------------------------------------------
+
+    def pod_by_uid(self, uid: str) -> R.PodRecord | None:
+        return self.pods.get(uid)
+
+    def group_record(self, uid: str) -> R.GroupRecord | None:
+        key = self._group_key_by_uid.get(uid)
+        return self.groups.get(key) if key else None
+
+    def members(self, group_uid: str) -> list[R.PodRecord]:
+        """Pods of a group (explicit or implicit)."""
+        if group_uid.startswith("pod:"):
+            rec = self.pods.get(group_uid[4:])
+            return [rec] if rec else []
+        key = self._group_key_by_uid.get(group_uid)
+        if key is None:
+            return []
+        return [self.pods[u] for u in self._pods_by_group.get(key, ()) if u in self.pods]
+
+    def task(self, uid: str) -> S.Task | None:
+        return self._tasks.get(uid)
+
+    def tasks(self) -> Iterable[S.Task]:
+        return self._tasks.values()
+
+    def has_pending_work(self) -> bool:
+        return any(t.status is S.TaskStatus.PENDING for t in self._tasks.values())
+
+    def pending_by_queue(self) -> dict[str, int]:
+        counts: dict[str, int] = defaultdict(int)
+        for t in self._tasks.values():
+            if t.status is S.TaskStatus.PENDING:
+                grp = self._explicit.get(t.group) or self._implicit.get(t.uid)
+                counts[grp.queue if grp else S.DEFAULT_QUEUE] += 1
+        return counts
+
+    def _max_unavailable(self, group_uid: str) -> int | None:
+        if not self.budgets:
+            return None
+        floor: int | None = None
+        for rec in self.members(group_uid):
+            for budget in self.budgets.values():
+                if budget.namespace == rec.namespace and budget.selector.matches(rec.labels):
+                    allowed = budget.disruptions_allowed
+                    floor = allowed if floor is None else min(floor, allowed)
+        return floor
+
+    # ----------------------------------------------------------------------------------------
+    # the snapshot
+    # ----------------------------------------------------------------------------------------
+
+    def snapshot(
+        self, now: float, implicit_marks: Mapping[str, S.PreemptionMark] | None = None
+    ) -> S.Snapshot:
+        for name in self._dirty_nodes:
+            if name in self.nodes:
+                self._built_nodes[name] = self._foreign(name)
+        self._dirty_nodes.clear()
+
+        groups: list[S.PodGroup] = [
+            self._with_peers(g) for g in self._explicit.values() if g.phase not in FINISHED_PHASES
+        ]
+        if self.budgets:
+            groups = [
+                dataclasses.replace(g, max_unavailable=m)
+                if (m := self._max_unavailable(g.uid)) is not None
+                else g
+                for g in groups
+            ]
+        if implicit_marks:
+            groups.extend(
+                dataclasses.replace(g, preemption=implicit_marks[g.uid])
+                if g.uid in implicit_marks
+                else g
+                for g in self._implicit.values()
+            )
+        else:
+            groups.extend(self._implicit.values())
+        live = {g.uid for g in groups}
+        tasks = tuple(t for t in self._tasks.values() if t.group in live)
+        topology = None
+        if self.topologies:
+            # One Topology describes the network; if several exist, the first by name wins.
+            topology = self.topologies[min(self.topologies)]
+        return S.Snapshot(
+            now=now,
+            nodes=tuple(self._built_nodes.values()),
+            queues=tuple(self.queues.values()),
+            pools=tuple(self.pools.values()),
+            groups=tuple(groups),
+            tasks=tasks,
+            topology=topology,
+        )

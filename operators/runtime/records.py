@@ -1,0 +1,591 @@
+"""Translate raw API objects into the small records the cache keeps and the core's snapshot types.
+
+Each object is translated once, when its watch event arrives; a cycle then only assembles
+already-translated pieces. Reading is defensive: a malformed field degrades to its default rather
+than failing the whole cache, because one odd object must not stop scheduling for everybody.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import functools
+import json
+from collections.abc import Callable, Mapping
+from decimal import Decimal
+from types import MappingProxyType
+from typing import Any
+
+from operators.api import labels as L
+from operators.api.quantity import InvalidQuantityError, to_int_ceil, to_milli
+from operators.scheduler import snapshot as S
+
+JsonDict = dict[str, Any]
+_EMPTY: Mapping[str, int] = MappingProxyType({})
+
+GPU_MILLI_ANNOTATION = f"{L.SCHEDULING_GROUP}/gpu-milli"
+"""Pod annotation asking for a fractional share of one card (1..999 milli-GPU)."""
+
+
+# --------------------------------------------------------------------------------------------
+# scalars
+# --------------------------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=4096)
+def _quantity(name: str, raw: str) -> int:
+    # The same few quantity strings repeat across thousands of pods: parse each once.
+    try:
+        return to_milli(raw) if name == S.CPU else to_int_ceil(raw)
+    except InvalidQuantityError:
+        return 0
+
+
+def quantity(name: str, raw: object) -> int:
+    if isinstance(raw, bool):
+        return 0
+    if isinstance(raw, int | Decimal):
+        raw = str(raw)
+    if isinstance(raw, float):
+        raw = repr(raw)
+    if not isinstance(raw, str):
+        return 0
+    return _quantity(name, raw)
+
+
+def resources(raw: object) -> dict[str, int]:
+    """`{"cpu": "500m", "memory": "1Gi"}` -> `{"cpu": 500, "memory": 1073741824}`."""
+    if not isinstance(raw, Mapping):
+        return {}
+    out: dict[str, int] = {}
+    for name, value in raw.items():
+        amount = quantity(str(name), value)
+        if amount:
+            out[str(name)] = amount
+    return out
+
+
+def timestamp(raw: object) -> float:
+    if not isinstance(raw, str) or not raw:
+        return 0.0
+    try:
+        return datetime.datetime.fromisoformat(raw).timestamp()
+    except ValueError:
+        return 0.0
+
+
+def rfc3339(seconds: float) -> str:
+    return datetime.datetime.fromtimestamp(seconds, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _str_map(raw: object) -> dict[str, str]:
+    if not isinstance(raw, Mapping):
+        return {}
+    return {str(k): str(v) for k, v in raw.items()}
+
+
+def _int(raw: object, default: int = 0) -> int:
+    if isinstance(raw, bool):
+        return default
+    if isinstance(raw, int):
+        return raw
+    try:
+        return int(str(raw))
+    except (TypeError, ValueError):
+        return default
+
+
+def _float(raw: object, default: float = 0.0) -> float:
+    if isinstance(raw, bool) or raw is None:
+        return default
+    try:
+        return float(str(raw))
+    except ValueError:
+        return default
+
+
+def _bool(raw: object) -> bool:
+    if isinstance(raw, str):
+        return raw.strip().lower() == "true"
+    return bool(raw)
+
+
+# --------------------------------------------------------------------------------------------
+# selectors, taints, tolerations
+# --------------------------------------------------------------------------------------------
+
+
+def requirement(raw: Mapping[str, Any]) -> S.SelectorRequirement | None:
+    try:
+        op = S.SelectorOperator(str(raw.get("operator", "")))
+    except ValueError:
+        return None
+    values = tuple(str(v) for v in raw.get("values") or ())
+    return S.SelectorRequirement(key=str(raw.get("key", "")), operator=op, values=values)
+
+
+def label_selector(raw: object) -> S.LabelSelector:
+    if not isinstance(raw, Mapping):
+        return S.LabelSelector()
+    exprs = tuple(
+        r for r in (requirement(e) for e in raw.get("matchExpressions") or ()) if r is not None
+    )
+    return S.LabelSelector(
+        match_labels=MappingProxyType(_str_map(raw.get("matchLabels"))), match_expressions=exprs
+    )
+
+
+def taint(raw: Mapping[str, Any]) -> S.Taint | None:
+    try:
+        effect = S.TaintEffect(str(raw.get("effect", "")))
+    except ValueError:
+        return None
+    return S.Taint(key=str(raw.get("key", "")), effect=effect, value=str(raw.get("value") or ""))
+
+
+def toleration(raw: Mapping[str, Any]) -> S.Toleration:
+    effect_raw = raw.get("effect")
+    try:
+        effect = S.TaintEffect(str(effect_raw)) if effect_raw else None
+    except ValueError:
+        effect = None
+    return S.Toleration(
+        key=str(raw.get("key") or ""),
+        operator=str(raw.get("operator") or "Equal"),
+        value=str(raw.get("value") or ""),
+        effect=effect,
+    )
+
+
+def required_affinity(spec: Mapping[str, Any]) -> tuple[S.NodeSelectorTerm, ...]:
+    node_aff = ((spec.get("affinity") or {}).get("nodeAffinity")) or {}
+    required = node_aff.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
+    terms: list[S.NodeSelectorTerm] = []
+    for term in required.get("nodeSelectorTerms") or ():
+        exprs = tuple(
+            r for r in (requirement(e) for e in term.get("matchExpressions") or ()) if r is not None
+        )
+        terms.append(S.NodeSelectorTerm(match_expressions=exprs))
+    return tuple(terms)
+
+
+# --------------------------------------------------------------------------------------------
+# nodes
+# --------------------------------------------------------------------------------------------
+
+
+def node(obj: JsonDict) -> S.Node:
+    meta, spec, status = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get("status") or {}
+    ready = any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in status.get("conditions") or ()
+    )
+    taints = tuple(t for t in (taint(x) for x in spec.get("taints") or ()) if t is not None)
+    annotations = meta.get("annotations") or {}
+    return S.Node(
+        name=str(meta.get("name", "")),
+        allocatable=MappingProxyType(resources(status.get("allocatable"))),
+        labels=MappingProxyType(_str_map(meta.get("labels"))),
+        taints=taints,
+        unschedulable=bool(spec.get("unschedulable", False)),
+        ready=ready,
+        gpu_topology=S.parse_gpu_topology(annotations.get(S.GPU_TOPOLOGY_ANNOTATION)),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# pods
+# --------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PodRecord:
+    """What the scheduler needs of one pod; built once per watch event."""
+
+    uid: str
+    namespace: str
+    name: str
+    scheduler_name: str
+    node_name: str
+    phase: str
+    deleting: bool
+    requests: Mapping[str, int]
+    priority: int | None
+    created: float
+    group_name: str  # PodGroup named by annotation/label ("" = implicit one-pod group)
+    queue: str
+    pool: str
+    role: str
+    index: int
+    gpu_ids: tuple[int, ...]
+    gpu_milli: int
+    node_selector: Mapping[str, str]
+    affinity: tuple[S.NodeSelectorTerm, ...]
+    tolerations: tuple[S.Toleration, ...]
+    nominated_node: str
+    preemption_delay: float | None
+    labels: Mapping[str, str]  # for PodDisruptionBudget selectors
+
+    @property
+    def terminal(self) -> bool:
+        return self.phase in ("Succeeded", "Failed")
+
+    @property
+    def holds_resources(self) -> bool:
+        return bool(self.node_name) and not self.terminal
+
+
+def pod_requests(spec: Mapping[str, Any]) -> dict[str, int]:
+    """Effective requests as the kube-scheduler computes them: the sum over containers (limits
+    stand in for missing requests), at least each init container's, plus pod overhead."""
+    total: dict[str, int] = {}
+    for container in spec.get("containers") or ():
+        res = container.get("resources") or {}
+        merged = {**(res.get("limits") or {}), **(res.get("requests") or {})}
+        for name, amount in resources(merged).items():
+            total[name] = total.get(name, 0) + amount
+    for container in spec.get("initContainers") or ():
+        res = container.get("resources") or {}
+        merged = {**(res.get("limits") or {}), **(res.get("requests") or {})}
+        for name, amount in resources(merged).items():
+            total[name] = max(total.get(name, 0), amount)
+    for name, amount in resources(spec.get("overhead")).items():
+        total[name] = total.get(name, 0) + amount
+    return total
+
+
+def parse_gpu_ids(raw: str | None) -> tuple[int, ...]:
+    if not raw:
+        return ()
+    out: list[int] = []
+    for part in raw.split(","):
+        part = part.strip()
+        if part.isdigit():
+            out.append(int(part))
+    return tuple(out)
+
+
+def format_gpu_ids(ids: tuple[int, ...]) -> str:
+    return ",".join(str(i) for i in ids)
+
+
+def pod(obj: JsonDict) -> PodRecord:
+    meta, spec, status = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get("status") or {}
+    labels = meta.get("labels") or {}
+    annotations = meta.get("annotations") or {}
+    both = {**labels, **annotations}
+    delay = annotations.get(L.PREEMPTION_DELAY)
+    return PodRecord(
+        uid=str(meta.get("uid", "")),
+        namespace=str(meta.get("namespace", "")),
+        name=str(meta.get("name", "")),
+        scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
+        node_name=str(spec.get("nodeName") or ""),
+        phase=str(status.get("phase") or "Pending"),
+        deleting=bool(meta.get("deletionTimestamp")),
+        requests=MappingProxyType(pod_requests(spec)),
+        priority=spec.get("priority") if isinstance(spec.get("priority"), int) else None,
+        created=timestamp(meta.get("creationTimestamp")),
+        group_name=L.first_of(both, L.POD_GROUP_KEYS) or "",
+        queue=L.first_of(both, L.QUEUE_KEYS) or "",
+        pool=L.first_of(both, L.POOL_KEYS) or "",
+        role=str(labels.get(L.TASK) or ""),
+        index=_int(labels.get(L.REPLICA_INDEX), 0),
+        gpu_ids=parse_gpu_ids(annotations.get(L.GPU_IDS)),
+        gpu_milli=min(max(_int(annotations.get(GPU_MILLI_ANNOTATION), 0), 0), 999),
+        node_selector=MappingProxyType(_str_map(spec.get("nodeSelector"))),
+        affinity=required_affinity(spec),
+        tolerations=tuple(toleration(t) for t in spec.get("tolerations") or ()),
+        nominated_node=str(status.get("nominatedNodeName") or ""),
+        preemption_delay=_float(delay) if delay is not None else None,
+        labels=MappingProxyType(_str_map(labels)),
+    )
+
+
+def task_status(rec: PodRecord) -> S.TaskStatus:
+    if rec.phase == "Succeeded":
+        return S.TaskStatus.SUCCEEDED
+    if rec.phase == "Failed":
+        return S.TaskStatus.FAILED
+    if rec.deleting and rec.node_name:
+        return S.TaskStatus.RELEASING
+    if rec.node_name:
+        return S.TaskStatus.BOUND
+    return S.TaskStatus.PENDING
+
+
+def task(rec: PodRecord, group_uid: str) -> S.Task:
+    return S.Task(
+        uid=rec.uid,
+        group=group_uid,
+        namespace=rec.namespace,
+        name=rec.name,
+        role=rec.role,
+        index=rec.index,
+        requests=rec.requests,
+        gpu_milli=rec.gpu_milli,
+        node_selector=rec.node_selector,
+        affinity=rec.affinity,
+        tolerations=rec.tolerations,
+        priority=rec.priority,
+        status=task_status(rec),
+        node=rec.node_name or None,
+        gpu_ids=rec.gpu_ids,
+        nominated_node=rec.nominated_node or None,
+        pool=rec.pool or None,
+    )
+
+
+def implicit_group_uid(pod_uid: str) -> str:
+    return f"pod:{pod_uid}"
+
+
+def implicit_group(rec: PodRecord, bound: bool) -> S.PodGroup:
+    """Pods with schedulerName sluice and no group are scheduled as one-pod groups."""
+    return S.PodGroup(
+        uid=implicit_group_uid(rec.uid),
+        namespace=rec.namespace,
+        name=rec.name,
+        queue=rec.queue or S.DEFAULT_QUEUE,
+        pool=rec.pool or S.DEFAULT_POOL,
+        min_member=1,
+        priority=rec.priority or 0,
+        created=rec.created,
+        preemption_grace=rec.preemption_delay,
+        # Implicit groups have no object to hold a phase: bound means Running, else Pending
+        # (the core's enqueue admits them in the same session).
+        phase=S.GroupPhase.RUNNING if bound else S.GroupPhase.PENDING,
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# PodGroups
+# --------------------------------------------------------------------------------------------
+
+PREEMPTION_CONDITIONS = {
+    S.PreemptionRole.PRIVILEGED.value: S.PreemptionRole.PRIVILEGED,
+    S.PreemptionRole.WILL_EVICT.value: S.PreemptionRole.WILL_EVICT,
+}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class GroupRecord:
+    """A PodGroup object: its scheduling-relevant spec plus the status as last written."""
+
+    uid: str
+    namespace: str
+    name: str
+    priority_class: str
+    group: S.PodGroup  # priority filled in by the cache from the PriorityClass
+    status: Mapping[str, Any]
+    generation: int
+    units: tuple[int, tuple[str, ...]] | None  # (pods per unit, replica types) from networkTopology
+
+
+def _preemption_mark(
+    status: Mapping[str, Any], resolve_peer: Callable[[str], str] | None = None
+) -> S.PreemptionMark | None:
+    """Delayed preemption is stored in the API (status.preemption) so it survives restarts.
+    Peers are written as namespace/name (readable); `resolve_peer` maps them back to group uids."""
+    raw = status.get("preemption")
+    if not isinstance(raw, Mapping):
+        return None
+    try:
+        role = S.PreemptionRole(str(raw.get("role", "")))
+    except ValueError:
+        return None
+    peers = tuple(str(p) for p in raw.get("peers") or ())
+    if resolve_peer is not None:
+        peers = tuple(resolve_peer(p) for p in peers)
+    return S.PreemptionMark(role=role, peers=peers, deadline=timestamp(raw.get("deadline")))
+
+
+def _network_topology(raw: object) -> S.NetworkTopology | None:
+    if not isinstance(raw, Mapping):
+        return None
+    try:
+        mode = S.TopologyMode(str(raw.get("mode") or "hard").lower())
+    except ValueError:
+        mode = S.TopologyMode.HARD
+    tier = raw.get("highestTier") or raw.get("highestTierAllowed") or ""
+    return S.NetworkTopology(mode=mode, highest_tier=str(tier))
+
+
+def _replica_specs(raw: object) -> tuple[S.ReplicaSpec, ...]:
+    if not isinstance(raw, list):
+        return ()
+    out = []
+    for item in raw:
+        if not isinstance(item, Mapping) or not item.get("name"):
+            continue
+        lo = _int(item.get("minReplicas"), 0)
+        out.append(
+            S.ReplicaSpec(
+                name=str(item["name"]),
+                min_replicas=lo,
+                max_replicas=max(lo, _int(item.get("maxReplicas"), lo)),
+                priority=_int(item.get("priority"), 0),
+            )
+        )
+    return tuple(out)
+
+
+def podgroup(obj: JsonDict) -> GroupRecord:
+    meta, spec, status = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get("status") or {}
+    annotations = {**(meta.get("labels") or {}), **(meta.get("annotations") or {})}
+    try:
+        phase = S.GroupPhase(str(status.get("phase") or "Pending"))
+    except ValueError:
+        phase = S.GroupPhase.PENDING
+    min_res = spec.get("minResources")
+    grace = spec.get("preemptionDelaySeconds", spec.get("preemptionGraceSeconds"))
+    max_unavailable = spec.get("maxUnavailable")
+    if spec.get("preemptible") is False:
+        max_unavailable = 0  # never a victim
+    topo_raw = spec.get("networkTopology")
+    topo: Mapping[str, Any] = topo_raw if isinstance(topo_raw, Mapping) else {}
+    units_raw = topo.get("units")
+    units = None
+    if isinstance(units_raw, Mapping) and units_raw:
+        roles = tuple(str(r) for r in units_raw.get("replicaTypes") or ())
+        units = (max(1, _int(units_raw.get("size"), 1)), roles)
+    group = S.PodGroup(
+        uid=str(meta.get("uid", "")),
+        namespace=str(meta.get("namespace", "")),
+        name=str(meta.get("name", "")),
+        queue=str(spec.get("queue") or L.first_of(annotations, L.QUEUE_KEYS) or S.DEFAULT_QUEUE),
+        pool=str(spec.get("pool") or L.first_of(annotations, L.POOL_KEYS) or S.DEFAULT_POOL),
+        min_member=max(1, _int(spec.get("minMember"), 1)),
+        min_task_member=MappingProxyType(
+            {str(k): _int(v) for k, v in (spec.get("minTaskMember") or {}).items()}
+        ),
+        replica_specs=_replica_specs(spec.get("replicaSpecs")),
+        min_resources=MappingProxyType(resources(min_res)) if isinstance(min_res, dict) else None,
+        priority=_int(spec.get("priority"), 0),
+        user=str(spec.get("user") or ""),
+        created=timestamp(meta.get("creationTimestamp")),
+        network_topology=_network_topology(spec.get("networkTopology")),
+        unit_tier=str((units_raw or {}).get("tier") or spec.get("unitTier") or ""),
+        overcommit=_bool(annotations.get(L.OVERCOMMIT, spec.get("overcommit", False))),
+        preemption_grace=_float(grace) if grace is not None else None,
+        phase=phase,
+        preemption=_preemption_mark(status),
+        max_unavailable=_int(max_unavailable) if max_unavailable is not None else None,
+    )
+    return GroupRecord(
+        uid=group.uid,
+        namespace=group.namespace,
+        name=group.name,
+        priority_class=str(spec.get("priorityClassName") or ""),
+        group=group,
+        status=MappingProxyType(dict(status)),
+        generation=_int(meta.get("generation"), 0),
+        units=units,
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Queues, Pools, Topology, PriorityClasses
+# --------------------------------------------------------------------------------------------
+
+
+def _tenants(raw: object) -> tuple[S.Tenant, ...]:
+    if not isinstance(raw, list):
+        return ()
+    out = []
+    for item in raw:
+        if not isinstance(item, Mapping):
+            continue
+        if item.get("user"):
+            name, kind = str(item["user"]), S.TenantKind.USER
+        elif item.get("namespace"):
+            name, kind = str(item["namespace"]), S.TenantKind.NAMESPACE
+        else:
+            name = str(item.get("name") or "")
+            kind = S.TenantKind.USER if item.get("kind") == "user" else S.TenantKind.NAMESPACE
+        if not name:
+            continue
+        out.append(
+            S.Tenant(
+                name=name,
+                kind=kind,
+                priority=_int(item.get("priority"), 0),
+                can_preempt=bool(item.get("canPreempt", True)),
+            )
+        )
+    return tuple(out)
+
+
+def queue(obj: JsonDict) -> S.Queue:
+    meta, spec, status = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get("status") or {}
+    name = str(meta.get("name", ""))
+    state_raw = status.get("state") or spec.get("state") or "Open"
+    try:
+        state = S.QueueState(str(state_raw))
+    except ValueError:
+        state = S.QueueState.OPEN
+    weight = spec.get("weight") or 1
+    delay = spec.get("preemptionDelaySeconds", spec.get("preemptionGraceSeconds", 0))
+    return S.Queue(
+        name=name,
+        parent=None if name == S.ROOT_QUEUE else str(spec.get("parent") or S.ROOT_QUEUE),
+        weight=_float(weight, 1.0) if not isinstance(weight, Mapping) else 1.0,
+        guarantee=MappingProxyType(resources(spec.get("guarantee"))),
+        capability=MappingProxyType(resources(spec.get("capability"))),
+        overcommit=bool(spec.get("overcommit", False)),
+        reclaimable=bool(spec.get("reclaimable", True)),
+        state=state,
+        tenants=_tenants(spec.get("tenants")),
+        preemption_delay=_float(delay, 0.0),
+    )
+
+
+def pool(obj: JsonDict) -> S.Pool:
+    meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
+    return S.Pool(
+        name=str(meta.get("name", "")),
+        node_selector=label_selector(spec.get("nodeSelector")),
+        disable_sharing=bool(spec.get("disableSharing", False)),
+        disable_borrowing=bool(spec.get("disableBorrowing", False)),
+        disable_preemption=bool(spec.get("disablePreemption", False)),
+    )
+
+
+def topology(obj: JsonDict) -> S.Topology:
+    meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
+    raw_levels = spec.get("tiers") or spec.get("levels") or []
+    levels = []
+    for item in raw_levels:
+        if isinstance(item, str):
+            levels.append(S.TopologyLevel(name=item.rsplit("/", 1)[-1], label=item))
+        elif isinstance(item, Mapping):
+            label = str(item.get("nodeLabel") or item.get("label") or item.get("key") or "")
+            if label:
+                levels.append(S.TopologyLevel(name=str(item.get("name") or label), label=label))
+    return S.Topology(name=str(meta.get("name", "")), levels=tuple(levels))
+
+
+def priority_class(obj: JsonDict) -> int:
+    return _int(obj.get("value"), 0)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class BudgetRecord:
+    """A PodDisruptionBudget: which pods it covers and how many may go now."""
+
+    namespace: str
+    selector: S.LabelSelector
+    disruptions_allowed: int
+
+
+def budget(obj: JsonDict) -> BudgetRecord:
+    meta, spec, status = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get("status") or {}
+    return BudgetRecord(
+        namespace=str(meta.get("namespace", "")),
+        selector=label_selector(spec.get("selector")),
+        disruptions_allowed=_int(status.get("disruptionsAllowed"), 0),
+    )
+
+
+def dumps_compact(value: object) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)

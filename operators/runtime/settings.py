@@ -1,0 +1,114 @@
+"""Settings of the scheduler runtime: one typed dataclass, filled from flags and `SLUICE_*` env.
+
+Every field has a docstring; `docs/operations.md` lists them with their flags and variables.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+from collections.abc import Mapping
+from typing import Any
+
+
+@dataclasses.dataclass(frozen=True)
+class SchedulerSettings:
+    kubeconfig: str | None = None
+    """Path of a kubeconfig; unset means in-cluster config, then `$KUBECONFIG`, then ~/.kube/config."""
+
+    context: str | None = None
+    """kubeconfig context to use; unset means the file's current-context."""
+
+    scheduler_name: str = "sluice"
+    """Pods whose `spec.schedulerName` equals this are scheduled by this process."""
+
+    bind_concurrency: int = 64
+    """Binding POSTs (and evictions) in flight at once; the API server's ceiling decides the best value."""
+
+    status_concurrency: int = 16
+    """PodGroup status writes in flight at once."""
+
+    coalesce_seconds: float = 0.1
+    """After a relevant change, wait this long for more before running a cycle (bursts -> one cycle)."""
+
+    safety_tick_seconds: float = 30.0
+    """Run a cycle at least this often while pending work exists, even without watch events."""
+
+    half_bound_grace_seconds: float = 15.0
+    """A gang found with fewer than minMember pods bound (e.g. after a crash mid-bind) that the next
+    cycles cannot complete within this time is evicted whole rather than left half-running."""
+
+    assume_ttl_seconds: float = 60.0
+    """An assumed binding not confirmed by the watch within this time is forgotten (safety net)."""
+
+    leader_election: bool = True
+    """Take a coordination.k8s.io Lease before scheduling; only the holder binds."""
+
+    lease_name: str = "sluice-scheduler"
+    """Name of the Lease object."""
+
+    lease_namespace: str = "kube-system"
+    """Namespace of the Lease object."""
+
+    lease_duration_seconds: float = 15.0
+    """A standby takes over this long after the leader's last renewal."""
+
+    renew_deadline_seconds: float = 10.0
+    """The leader steps down (the process exits) when it could not renew for this long."""
+
+    retry_period_seconds: float = 2.0
+    """How often the leader renews and a standby retries."""
+
+    identity: str = dataclasses.field(
+        default_factory=lambda: os.environ.get("POD_NAME") or socket.gethostname()
+    )
+    """Holder identity in the Lease. A restarted process with the same identity (the same pod)
+    re-takes its own lease at once instead of waiting for it to expire."""
+
+    metrics_host: str = "0.0.0.0"
+    """Address of the /metrics, /healthz and /readyz server."""
+
+    metrics_port: int = 8080
+    """Port of the /metrics, /healthz and /readyz server; 0 disables it."""
+
+    watch_timeout_seconds: int = 300
+    """Server-side timeout of each watch request; the watch resumes from the last resourceVersion."""
+
+    request_timeout_seconds: float = 30.0
+    """Timeout of ordinary (non-watch) API requests."""
+
+    log_format: str = "text"
+    """`text` or `json` (one JSON object per line)."""
+
+    log_level: str = "INFO"
+    """Python logging level name."""
+
+
+def _coerce(field: dataclasses.Field[Any], raw: str) -> Any:
+    kind = field.type if isinstance(field.type, str) else getattr(field.type, "__name__", "")
+    if kind.startswith("bool"):
+        return raw.strip().lower() in {"1", "true", "yes", "on"}
+    if kind.startswith("int"):
+        return int(raw)
+    if kind.startswith("float"):
+        return float(raw)
+    return raw
+
+
+def env_name(field_name: str) -> str:
+    return "SLUICE_" + field_name.upper()
+
+
+def settings_from(
+    overrides: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None
+) -> SchedulerSettings:
+    """Defaults, then `SLUICE_<FIELD>` environment variables, then explicit overrides (flags)."""
+    env = os.environ if environ is None else environ
+    values: dict[str, Any] = {}
+    for field in dataclasses.fields(SchedulerSettings):
+        raw = env.get(env_name(field.name))
+        if raw is not None and raw != "":
+            values[field.name] = _coerce(field, raw)
+    values.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    return SchedulerSettings(**values)
