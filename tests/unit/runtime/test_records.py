@@ -1,0 +1,131 @@
+from __future__ import annotations
+
+from operators.runtime import records as R
+from operators.scheduler import snapshot as S
+
+from .factories import node, pod, podgroup
+
+
+def test_pod_requests_sum_containers_take_limits_for_missing_requests_and_max_init() -> None:
+    spec = {
+        "containers": [
+            {"resources": {"requests": {"cpu": "500m", "memory": "1Gi"}}},
+            {"resources": {"limits": {"cpu": "1", "nvidia.com/gpu": "2"}}},
+        ],
+        "initContainers": [{"resources": {"requests": {"cpu": "4"}}}],
+        "overhead": {"memory": "1Mi"},
+    }
+    assert R.pod_requests(spec) == {
+        "cpu": 4000,
+        "memory": 2**30 + 2**20,
+        "nvidia.com/gpu": 2,
+    }
+
+
+def test_pod_record_reads_group_alias_and_gpu_ids() -> None:
+    raw = pod(
+        "p",
+        annotations={"scheduling.k8s.io/group-name": "g", "scheduling.sluice.dev/gpu-ids": "4,5"},
+    )
+    rec = R.pod(raw)
+    assert rec.group_name == "g"
+    assert rec.gpu_ids == (4, 5)
+    assert rec.scheduler_name == "sluice"
+    assert R.task_status(rec) is S.TaskStatus.PENDING
+
+
+def test_node_translation_and_heartbeat_invisible() -> None:
+    a, b = node("n1"), node("n1")
+    b["status"]["conditions"][0]["lastHeartbeatTime"] = "later"
+    b["metadata"]["resourceVersion"] = "999"
+    na, nb = R.node(a), R.node(b)
+    assert na == nb  # a heartbeat is not a change the scheduler cares about
+    assert na.allocatable["cpu"] == 96000
+    assert na.gpu_count == 8
+    assert na.gpu_topology.nvlink == ((0, 1, 2, 3), (4, 5, 6, 7))
+    assert not R.node(node("n2", ready=False)).ready
+
+
+def test_podgroup_spec_and_preemption_status() -> None:
+    raw = podgroup(
+        "g",
+        min_member=4,
+        status={
+            "phase": "Inqueue",
+            "preemption": {
+                "role": "WillEvict",
+                "deadline": "2026-11-22T09:00:00Z",
+                "peers": ["ns/big"],
+            },
+        },
+    )
+    raw["spec"]["networkTopology"] = {
+        "mode": "hard",
+        "highestTier": "tor",
+        "units": {"size": 2, "tier": "tor"},
+    }
+    raw["spec"]["preemptible"] = False
+    rec = R.podgroup(raw)
+    assert rec.group.min_member == 4
+    assert rec.group.queue == "team-a"
+    assert rec.group.phase is S.GroupPhase.INQUEUE
+    assert rec.group.network_topology == S.NetworkTopology(S.TopologyMode.HARD, "tor")
+    assert rec.group.max_unavailable == 0
+    assert rec.units == (2, ())
+    mark = rec.group.preemption
+    assert mark is not None
+    assert mark.role is S.PreemptionRole.WILL_EVICT
+    assert mark.peers == ("ns/big",)
+    assert R.rfc3339(mark.deadline) == "2026-11-22T09:00:00Z"
+
+
+def test_queue_pool_topology() -> None:
+    q = R.queue(
+        {
+            "metadata": {"name": "a"},
+            "spec": {
+                "weight": 3,
+                "capability": {"cpu": "10"},
+                "tenants": [{"user": "bob", "priority": 5}],
+            },
+        }
+    )
+    assert q.parent == "root"
+    assert q.weight == 3.0
+    assert q.capability == {"cpu": 10000}
+    assert q.tenants[0].kind is S.TenantKind.USER
+    p = R.pool(
+        {
+            "metadata": {"name": "gpu"},
+            "spec": {
+                "nodeSelector": {"matchLabels": {"node.sluice.dev/pool": "gpu"}},
+                "disableSharing": True,
+            },
+        }
+    )
+    assert p.node_selector.matches({"node.sluice.dev/pool": "gpu"})
+    assert p.disable_sharing
+    t = R.topology(
+        {
+            "metadata": {"name": "net"},
+            "spec": {
+                "levels": [
+                    {"name": "spine", "nodeLabel": "topology.sluice.dev/spine"},
+                    {"name": "tor", "nodeLabel": "topology.sluice.dev/tor"},
+                ]
+            },
+        }
+    )
+    assert [lv.name for lv in t.levels] == ["spine", "tor"]
+    assert t.level_index("tor") == 1
+
+
+def test_malformed_objects_degrade_to_defaults() -> None:
+    rec = R.pod(
+        {
+            "metadata": {"name": "x"},
+            "spec": {"containers": [{"resources": {"requests": {"cpu": "lots"}}}]},
+        }
+    )
+    assert rec.requests == {}
+    assert R.queue({"metadata": {"name": "q"}, "spec": {"weight": "heavy"}}).weight == 1.0
