@@ -27,7 +27,6 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from operators.api.quantity import (
-    NON_NEGATIVE_QUANTITY_PATTERN,
     InvalidQuantityError,
     parse_quantity,
 )
@@ -176,12 +175,22 @@ def _check_non_negative(value: str) -> str:
     return value
 
 
-# On the wire a quantity is int-or-string, exactly like core/v1 ResourceList (`cpu: 4` and
-# `cpu: "4"` are both fine). In Python it is always the string; `parse_quantity` gives the number.
+# On the wire a quantity is a string ("8", "500m", "16Gi"), not core/v1's int-or-string: the API
+# server cannot bound the cost of CEL rules over int-or-string values (their size is unknown to
+# its estimator), and the guarantee <= capability rule must run at admission. Python callers may
+# still pass ints; they are stored, and sent, as strings.
+#
+# The format is checked by CEL rather than by `pattern` so the error says what is wrong in words
+# ("must be a non-negative quantity") instead of quoting a regular expression.
 _QUANTITY_SCHEMA: dict[str, Any] = {
-    "anyOf": [{"type": "integer"}, {"type": "string"}],
-    "x-kubernetes-int-or-string": True,
-    "pattern": NON_NEGATIVE_QUANTITY_PATTERN,
+    "type": "string",
+    "maxLength": 64,
+    "x-kubernetes-validations": [
+        Rule(
+            "isQuantity(self) && !self.startsWith('-')",
+            "must be a non-negative quantity such as 500m, 8 or 16Gi",
+        ).as_schema()
+    ],
 }
 Quantity = Annotated[
     str,

@@ -275,8 +275,9 @@ class Tenant(SluiceModel):
 
 _GUARANTEE_FITS = (
     "!has(self.guarantee) || !has(self.capability) || self.guarantee.all(r, "
-    "!(r in self.capability) || quantity(string(self.guarantee[r]))"
-    ".compareTo(quantity(string(self.capability[r]))) <= 0)"
+    "!(r in self.capability) || !isQuantity(self.guarantee[r]) || "
+    "!isQuantity(self.capability[r]) || quantity(self.guarantee[r])"
+    ".compareTo(quantity(self.capability[r])) <= 0)"
 )
 
 
