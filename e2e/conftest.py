@@ -103,4 +103,3 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> 
     if report.failed and _cluster_ref:
         report.sections.append(("control-plane logs", component_logs()))
     return report
-

@@ -23,7 +23,7 @@ def test_small_profile_nodes_are_ready_gpu_nodes(k8s: client.ApiClient) -> None:
     assert len({n.metadata.labels[profiles.TOR_LABEL] for n in gpu_nodes}) == 4
     for node in nodes:
         ready = [c for c in node.status.conditions if c.type == "Ready"]
-        assert ready and ready[0].status == "True", node.metadata.name
+        assert [c.status for c in ready] == ["True"], node.metadata.name
     for node in gpu_nodes:
         assert node.status.allocatable[profiles.GPU_RESOURCE] == "8"
         layout = json.loads(node.metadata.annotations[profiles.GPU_TOPOLOGY_ANNOTATION])

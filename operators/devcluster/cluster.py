@@ -319,6 +319,7 @@ class DevCluster:
             "--node-ip=10.0.0.1",
             f"--node-lease-duration-seconds={NODE_LEASE_SECONDS}",
             f"--config={stages}",
+            "--v=WARN",  # INFO logs every node patch and lease renewal
         ]
 
     def kube_scheduler_args(self) -> list[str]:
@@ -387,7 +388,7 @@ class DevCluster:
         from kubernetes import client, config
 
         configuration = client.Configuration()
-        config.load_kube_config(  # type: ignore[no-untyped-call]
+        config.load_kube_config(
             config_file=str(self.kubeconfig), client_configuration=configuration
         )
         configuration.connection_pool_maxsize = 32
@@ -401,7 +402,7 @@ class DevCluster:
 
         def create(node: dict[str, Any]) -> None:
             try:
-                core.create_node(node)  # type: ignore[arg-type]  # a dict body is sent as is
+                core.create_node(node)
             except ApiException as exc:
                 if exc.status != 409:
                     raise

@@ -13,6 +13,10 @@ from pathlib import Path
 
 from operators.devcluster.errors import DevClusterError
 
+# Popen handles of the processes this Python process started: holding them keeps Python from
+# warning about (and losing track of) children that are meant to outlive a function call.
+_children: dict[int, subprocess.Popen[bytes]] = {}
+
 
 @dataclass(frozen=True)
 class Proc:
@@ -54,11 +58,15 @@ def spawn(name: str, args: list[str], log: Path) -> Proc:
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
+    _children[popen.pid] = popen
     return Proc(name=name, pid=popen.pid, binary=args[0], log=log)
 
 
 def alive(proc: Proc) -> bool:
     """True while the pid still runs our binary (a recycled pid is not ours)."""
+    child = _children.get(proc.pid)
+    if child is not None:
+        return child.poll() is None
     try:
         cmdline = Path(f"/proc/{proc.pid}/cmdline").read_bytes()
         stat = Path(f"/proc/{proc.pid}/stat").read_text()
@@ -68,6 +76,8 @@ def alive(proc: Proc) -> bool:
         with contextlib.suppress(ChildProcessError):
             os.waitpid(proc.pid, os.WNOHANG)
         return False
+    if not cmdline:
+        return True  # between fork and exec: the binary is not in place yet
     return cmdline.split(b"\0", 1)[0].decode(errors="replace") == proc.binary
 
 
@@ -91,5 +101,6 @@ def stop(proc: Proc, grace: float = 10.0) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
         time.sleep(0.2)
-    with contextlib.suppress(ChildProcessError):
-        os.waitpid(proc.pid, os.WNOHANG)
+    child = _children.pop(proc.pid, None)
+    if child is not None:
+        child.wait(timeout=5)
