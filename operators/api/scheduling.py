@@ -551,7 +551,12 @@ class Topology(Resource):
     plural: ClassVar = "topologies"
     scope: ClassVar = "Cluster"
     short_names: ClassVar = ("topo",)
-    printer_columns: ClassVar = (PrinterColumn("Levels", ".spec.levels[*].name"), AGE)
+    # The API server's table printer shows only the first match of `[*]`, so list the ends.
+    printer_columns: ClassVar = (
+        PrinterColumn("Coarsest", ".spec.levels[0].name"),
+        PrinterColumn("Finest", ".spec.levels[-1:].name"),
+        AGE,
+    )
 
     api_version: Literal["scheduling.sluice.dev/v1alpha1"] = API_VERSION
     kind: Literal["Topology"] = "Topology"
