@@ -37,7 +37,9 @@ __all__ = [
     "HybridJob",
     "HybridJobSpec",
     "HybridJobStatus",
+    "JobConditionType",
     "JobPhase",
+    "JobReason",
     "JobSpecBase",
     "JobStatusBase",
     "LifecyclePolicy",
@@ -104,6 +106,16 @@ class ReplicaPhase(StrEnum):
     TERMINATING = "Terminating"
     EVICTED = "Evicted"
     UNKNOWN = "Unknown"
+
+
+class JobConditionType(StrEnum):
+    VALID = "Valid"  # False for spec problems admission cannot see (dependsOn cycles)
+
+
+class JobReason(StrEnum):
+    DEPENDENCY_CYCLE = "DependencyCycle"
+    SINK_NOT_FOUND = "SinkNotFound"
+    VALID = "Valid"
 
 
 class TransitionLevel(StrEnum):

@@ -6,6 +6,8 @@ address (no SSRF); which sinks exist is an admin decision, hence cluster scope.
 
 from __future__ import annotations
 
+import base64
+import binascii
 from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, ClassVar, Final, Literal
@@ -122,6 +124,16 @@ class EventSinkSpec(SluiceModel):
             field_path=".url",
         ),
     )
+
+    @field_validator("ca_bundle")
+    @classmethod
+    def _base64(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                base64.b64decode(value, validate=True)
+            except (binascii.Error, ValueError):
+                raise ValueError("spec.caBundle must be base64-encoded PEM") from None
+        return value
 
     @field_validator("url")
     @classmethod

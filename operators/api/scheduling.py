@@ -48,6 +48,8 @@ __all__ = [
     "PreemptionRole",
     "PreemptionStatus",
     "Queue",
+    "QueueConditionType",
+    "QueueReason",
     "QueueSpec",
     "QueueSpecState",
     "QueueState",
@@ -336,6 +338,19 @@ class QueueSpec(SluiceModel):
                     f" > capability {self.capability[name]}"  # type: ignore[index]
                 )
         return self
+
+
+class QueueConditionType(StrEnum):
+    VALID = "Valid"  # False when a rule spanning several queues is broken
+
+
+class QueueReason(StrEnum):
+    """Reasons of the `Valid` condition for rules CEL cannot check on one object."""
+
+    PARENT_NOT_FOUND = "ParentNotFound"
+    PARENT_CYCLE = "ParentCycle"
+    GUARANTEE_OVERCOMMITTED = "GuaranteeOvercommitted"  # children's guarantees exceed parent's
+    VALID = "Valid"
 
 
 class QueueStatus(StatusModel):

@@ -315,3 +315,12 @@ def test_labels_and_aliases() -> None:
     assert L.first_of({L.VOLCANO_GROUP_NAME: "pg"}, L.POD_GROUP_KEYS) == "pg"
     assert L.first_of(None, L.POOL_KEYS) is None
     assert L.first_of({L.QUEUE: ""}, L.QUEUE_KEYS) is None
+
+
+def test_eventsink_ca_bundle_must_be_base64() -> None:
+    ok = {"url": "https://x.example.com", "caBundle": "LS0tLS1CRUdJTg=="}
+    EventSink.model_validate({"metadata": {"name": "s"}, "spec": ok})
+    with pytest.raises(ValidationError, match="base64"):
+        EventSink.model_validate(
+            {"metadata": {"name": "s"}, "spec": {**ok, "caBundle": "not base64!"}}
+        )
