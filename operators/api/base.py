@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime
 from decimal import Decimal
 from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Self
 
 from pydantic import (
     AfterValidator,
+    AwareDatetime,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -242,8 +242,8 @@ class ObjectMeta(BaseModel):
     uid: str | None = None
     resource_version: str | None = None
     generation: int | None = None
-    creation_timestamp: datetime | None = None
-    deletion_timestamp: datetime | None = None
+    creation_timestamp: AwareDatetime | None = None
+    deletion_timestamp: AwareDatetime | None = None
     owner_references: list[dict[str, Any]] | None = None
     finalizers: list[str] | None = None
 
@@ -261,5 +261,5 @@ class Condition(SluiceModel):
     status: ConditionStatus
     reason: str = Field(default="", max_length=1024)
     message: str = Field(default="", max_length=32768)
-    last_transition_time: datetime | None = None
+    last_transition_time: AwareDatetime | None = None
     observed_generation: int | None = Field(default=None, ge=0)

@@ -9,11 +9,10 @@ for objects that reach the cluster, by the jobs operator as a `Valid=False` cond
 from __future__ import annotations
 
 import re
-from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, ClassVar, Final, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AwareDatetime, Field, field_validator, model_validator
 
 from operators.api import labels
 from operators.api.base import (
@@ -551,7 +550,7 @@ class Transition(StatusModel):
     to: str
     reason: str | None = None
     message: str | None = None
-    time: datetime | None = None
+    time: AwareDatetime | None = None
 
 
 class TaskStatus(StatusModel):
@@ -566,7 +565,7 @@ class TaskStatus(StatusModel):
     succeeded: Count | None = None
     failed: Count | None = None
     reason: str | None = None
-    last_transition_time: datetime | None = None
+    last_transition_time: AwareDatetime | None = None
 
 
 class ReplicaStatus(StatusModel):
@@ -581,14 +580,14 @@ class ReplicaStatus(StatusModel):
     exit_code: int | None = None
     reason: str | None = None
     message: str | None = None
-    last_transition_time: datetime | None = None
+    last_transition_time: AwareDatetime | None = None
 
 
 class JobStatusBase(StatusModel):
     phase: JobPhase | None = None
     reason: str | None = None
     message: str | None = None
-    last_transition_time: datetime | None = None
+    last_transition_time: AwareDatetime | None = None
     min_available: Count | None = None
     pending: Count | None = None
     running: Count | None = None

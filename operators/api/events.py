@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import base64
 import binascii
-from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, ClassVar, Final, Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AwareDatetime, Field, field_validator, model_validator
 
 from operators.api import labels
 from operators.api.base import (
@@ -148,7 +147,7 @@ class EventSinkStatus(StatusModel):
     delivered: int | None = Field(default=None, ge=0)
     failed: int | None = Field(default=None, ge=0, description="Events given up on.")
     pending: int | None = Field(default=None, ge=0, description="Events in the outbox.")
-    last_delivery_time: datetime | None = None
+    last_delivery_time: AwareDatetime | None = None
     last_error: str | None = None
     observed_generation: int | None = None
     conditions: list[Condition] | None = None

@@ -6,11 +6,10 @@ scheduler admits and places as a whole; a Topology names the network tiers of th
 
 from __future__ import annotations
 
-from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, ClassVar, Final, Literal
 
-from pydantic import Field, model_validator
+from pydantic import AwareDatetime, Field, model_validator
 
 from operators.api import labels
 from operators.api.base import (
@@ -113,7 +112,7 @@ class PreemptionStatus(StatusModel):
     """Delayed preemption in progress, shown on both the preemptor and each victim."""
 
     role: PreemptionRole
-    deadline: datetime | None = None
+    deadline: AwareDatetime | None = None
     peers: list[str] | None = Field(
         default=None, description="namespace/name of the other side (victims or preemptor)."
     )

@@ -324,3 +324,10 @@ def test_eventsink_ca_bundle_must_be_base64() -> None:
         EventSink.model_validate(
             {"metadata": {"name": "s"}, "spec": {**ok, "caBundle": "not base64!"}}
         )
+
+
+def test_times_must_carry_a_timezone() -> None:
+    # The API server wants RFC 3339; a naive datetime would serialize without an offset.
+    naive = datetime(2026, 1, 1)  # noqa: DTZ001
+    with pytest.raises(ValidationError, match="timezone"):
+        Condition(type="Valid", status=ConditionStatus.TRUE, last_transition_time=naive)
