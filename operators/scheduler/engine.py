@@ -1,15 +1,221 @@
-"""Session engine (work in progress: the interface is committed first)."""
+"""Session engine: open -> actions -> close.
+
+Numbered phases, each timed with the caller's timer when one is given:
+
+1. open: index the snapshot (nodes, queues, groups, tasks) into vectors; water-fill deserved;
+2. register plugins in ``PLUGIN_ORDER`` (this order is what "first" means in every
+   combination rule of framework.py);
+3. run the configured actions in order;
+4. close: turn committed statements into Evict / Bind / Nominate decisions, drive group phases
+   through the phase table, make sure every pending group has an explanation, and compute
+   queue and pool statuses.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
-from operators.scheduler.session import SessionConfig, SessionResult
+import numpy as np
+
+from operators.scheduler.actions import allocate, backfill, enqueue, preempt, reclaim
+from operators.scheduler.context import Session
+from operators.scheduler.decisions import (
+    Bind,
+    Decision,
+    Evict,
+    Explanation,
+    Nominate,
+    ReasonCode,
+    SetGroupPhase,
+)
+from operators.scheduler.framework import Extensions
+from operators.scheduler.phases import GroupEvent, next_phase
+from operators.scheduler.plugins import binpack, drf, gang, pool, predicates, priority, quota
+from operators.scheduler.plugins import topology as topology_plugin
+from operators.scheduler.session import (
+    ActionName,
+    PoolStatus,
+    QueueStatus,
+    SessionConfig,
+    SessionResult,
+)
+from operators.scheduler.snapshot import GroupPhase, TaskStatus
+from operators.scheduler.state import Placement, SessionState
+from operators.scheduler.statement import EvictOp
 
 if TYPE_CHECKING:
     from operators.scheduler.snapshot import Snapshot
+    from operators.scheduler.state import GroupInfo
+
+PluginRegister = Callable[[SessionState, Extensions], object]
+
+# Order matters: job order is gang (reservations first) -> priority -> drf; victim order is
+# gang (surplus first) -> pool (borrowed) -> quota (overcommitted, most over share) ->
+# priority (lowest) -> drf (least disruption).
+PLUGIN_ORDER: tuple[tuple[str, PluginRegister], ...] = (
+    ("gang", gang.register),
+    ("pool", pool.register),
+    ("quota", quota.register),
+    ("priority", priority.register),
+    ("drf", drf.register),
+    ("predicates", predicates.register),
+    ("binpack", binpack.register),
+    ("topology", topology_plugin.register),
+)
+
+ACTIONS: dict[ActionName, Callable[[Session], None]] = {
+    ActionName.ENQUEUE: enqueue.run,
+    ActionName.ALLOCATE: allocate.run,
+    ActionName.PREEMPT: preempt.run,
+    ActionName.RECLAIM: reclaim.run,
+    ActionName.BACKFILL: backfill.run,
+}
 
 
 def execute(snapshot: Snapshot, config: SessionConfig) -> SessionResult:
-    del snapshot, config
-    return SessionResult(decisions=(), explanations={})
+    timer = config.timer
+    timings: dict[str, float] = {}
+
+    def lap(name: str, start: float | None) -> float | None:
+        if timer is None or start is None:
+            return None
+        now = timer()
+        timings[name] = now - start
+        return now
+
+    start = timer() if timer is not None else None
+    state = SessionState(snapshot, config)
+    ext = Extensions()
+    for _, register in PLUGIN_ORDER:
+        register(state, ext)
+    ssn = Session(state=state, ext=ext, config=config)
+    start = lap("open", start)
+    for action in config.actions:
+        ACTIONS[action](ssn)
+        start = lap(str(action), start)
+    result = close(ssn, timings)
+    lap("close", start)
+    return result
+
+
+def close(ssn: Session, timings: dict[str, float]) -> SessionResult:
+    state = ssn.state
+    evictions: dict[str, tuple[list[str], EvictOp]] = {}
+    binds: list[Decision] = []
+    for op in ssn.operations:
+        if isinstance(op, EvictOp):
+            entry = evictions.setdefault(op.task.group.uid, ([], op))
+            entry[0].append(op.task.task.uid)
+            continue
+        record = Bind if op.kind == Placement.BIND else Nominate
+        node_name = state.nodes.names[op.node]
+        for t, ids in zip(op.tasks, op.gpu_ids, strict=True):
+            task = t.task
+            binds.append(record(task.uid, t.group.uid, task.namespace, task.name, node_name, ids))
+    decisions: list[Decision] = []
+    for uid, (tasks, op) in evictions.items():
+        decisions.append(Evict(uid, tuple(tasks), op.reason, op.message, op.preemptor))
+    marks_and_phases = list(ssn.decisions)
+    decisions.extend(d for d in marks_and_phases if not isinstance(d, SetGroupPhase))
+    decisions.extend(binds)
+    decisions.extend(d for d in marks_and_phases if isinstance(d, SetGroupPhase))
+    decisions.extend(_phase_changes(ssn, evictions))
+    _fill_explanations(ssn)
+    return SessionResult(
+        decisions=tuple(decisions),
+        explanations=MappingProxyType(dict(state.explanations)),
+        timings=MappingProxyType(timings),
+        queues=MappingProxyType(_queue_statuses(state)),
+        pools=MappingProxyType(_pool_statuses(state)),
+    )
+
+
+def _phase_changes(ssn: Session, evictions: dict[str, tuple[list[str], EvictOp]]) -> list[Decision]:
+    out: list[Decision] = []
+    for g in ssn.state.groups:
+        bound_now = any(t.placed == Placement.BIND for t in g.tasks)
+        if bound_now and g.gang_satisfied() and not _nominated(g):
+            phase = next_phase(g.phase, GroupEvent.GANG_BOUND)
+            if phase != g.phase:
+                g.phase = phase
+                out.append(SetGroupPhase(g.uid, phase, "GangBound"))
+        if g.uid in evictions and not any(t.held for t in g.tasks):
+            phase = next_phase(g.phase, GroupEvent.EVICTED)
+            if phase != g.phase:
+                g.phase = phase
+                out.append(SetGroupPhase(g.uid, phase, "Evicted"))
+    return out
+
+
+def _nominated(g: GroupInfo) -> bool:
+    return any(t.placed == Placement.NOMINATE for t in g.tasks)
+
+
+def _fill_explanations(ssn: Session) -> None:
+    """Every group that still waits for something gets a reason, never silence."""
+    state = ssn.state
+    for g in state.groups:
+        if g.uid in state.explanations:
+            continue
+        if g.phase == GroupPhase.PENDING and not g.tasks:
+            message = "waiting for admission (enqueue is not configured)"
+        elif not g.pending_tasks():
+            continue
+        elif g.gang_satisfied():
+            message = f"gang minimum running; {len(g.pending_tasks())} more pod(s) pending"
+            state.explain(g, Explanation(g.uid, ReasonCode.GROWING, message))
+            continue
+        else:
+            message = "not considered this session"
+        state.explain(g, Explanation(g.uid, ReasonCode.UNSCHEDULABLE, message))
+
+
+def _queue_statuses(state: SessionState) -> dict[str, QueueStatus]:
+    tree, space = state.queues, state.space
+    counts: dict[int, dict[GroupPhase, int]] = {}
+    for g in state.groups:
+        per = counts.setdefault(g.queue, {})
+        per[g.phase] = per.get(g.phase, 0) + 1
+    out: dict[str, QueueStatus] = {}
+    for q, name in enumerate(tree.names):
+        per = counts.get(q, {})
+        out[name] = QueueStatus(
+            deserved=MappingProxyType(space.mapping(tree.deserved[q])),
+            allocated=MappingProxyType(space.mapping(tree.allocated[q])),
+            pending=per.get(GroupPhase.PENDING, 0),
+            inqueue=per.get(GroupPhase.INQUEUE, 0),
+            running=per.get(GroupPhase.RUNNING, 0),
+        )
+    return out
+
+
+def _pool_statuses(state: SessionState) -> dict[str, PoolStatus]:
+    nodes, space = state.nodes, state.space
+    out: dict[str, PoolStatus] = {}
+    npools = len(nodes.pool_names)
+    used = np.zeros((npools, space.size))
+    shared = np.zeros((npools, space.size))
+    pending = np.zeros((npools, space.size))
+    for t in state.tasks:
+        if t.held and t.node >= 0:
+            p = int(nodes.node_pool[t.node])
+            used[p] += t.req
+            if p != t.pool:
+                shared[p] += t.req
+        elif t.task.status == TaskStatus.PENDING and t.placed == Placement.NONE:
+            pending[t.pool] += t.req
+    for p, name in enumerate(nodes.pool_names):
+        mask = nodes.node_pool == p
+        capacity = nodes.capacity[mask].sum(axis=0)
+        allocatable = nodes.capacity[mask & nodes.schedulable].sum(axis=0)
+        out[name] = PoolStatus(
+            capacity=MappingProxyType(space.mapping(capacity)),
+            allocatable=MappingProxyType(space.mapping(allocatable)),
+            used=MappingProxyType(space.mapping(used[p])),
+            shared=MappingProxyType(space.mapping(shared[p])),
+            pending=MappingProxyType(space.mapping(pending[p])),
+            nodes=int(mask.sum()),
+        )
+    return out

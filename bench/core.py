@@ -1,0 +1,285 @@
+"""Scheduler-core session benchmark: ``python -m bench.core`` (``make bench-core``).
+
+One session over a synthetic GPU cluster (8-GPU nodes with NUMA/NVLink layout, spine/ToR labels,
+two named pools plus default) and a queue tree of 50 queues in 3 levels, with pending gangs of
+mixed shapes (whole-GPU, fractional-GPU, CPU-only; some with hard ToR topology). Prints markdown
+tables: the headline case, a naive first-fit yardstick measured in the same run, and scaling over
+nodes and pods. Timings come from ``time.perf_counter`` around ``run_session`` only (building the
+snapshot is the runtime's job and is reported separately). Peak memory is measured in a separate
+run under ``tracemalloc`` (which slows Python down, so it is never timed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import random
+import resource
+import statistics
+import time
+import tracemalloc
+from dataclasses import dataclass
+
+from operators.scheduler import SessionConfig, run_session
+from operators.scheduler.decisions import Bind
+from operators.scheduler.snapshot import (
+    GPU,
+    GpuTopology,
+    GroupPhase,
+    LabelSelector,
+    NetworkTopology,
+    Node,
+    PodGroup,
+    Pool,
+    Queue,
+    Snapshot,
+    Task,
+    Topology,
+    TopologyLevel,
+    TopologyMode,
+)
+
+GiB = 2**30
+NODES_PER_TOR = 32
+TORS_PER_SPINE = 16
+LAYOUT = GpuTopology(numa=((0, 1, 2, 3), (4, 5, 6, 7)), nvlink=((0, 1), (2, 3), (4, 5), (6, 7)))
+TOPOLOGY = Topology(
+    name="default",
+    levels=(
+        TopologyLevel("spine", "topology.sluice.dev/spine"),
+        TopologyLevel("tor", "topology.sluice.dev/tor"),
+        TopologyLevel("hostname", "kubernetes.io/hostname"),
+    ),
+)
+GANG_SIZES = (2, 4, 8, 10, 16, 20)  # mean 10 pods per gang
+
+
+def build_nodes(count: int) -> tuple[Node, ...]:
+    nodes = []
+    for i in range(count):
+        tor = i // NODES_PER_TOR
+        pool = "train" if i % 10 < 6 else ("infer" if i % 10 < 9 else "none")
+        nodes.append(
+            Node(
+                name=f"node-{i:05d}",
+                allocatable={"cpu": 96_000, "memory": 1024 * GiB, GPU: 8, "pods": 110},
+                labels={
+                    "kubernetes.io/hostname": f"node-{i:05d}",
+                    "topology.sluice.dev/tor": f"tor-{tor}",
+                    "topology.sluice.dev/spine": f"spine-{tor // TORS_PER_SPINE}",
+                    "sluice.dev/pool": pool,
+                },
+                gpu_topology=LAYOUT,
+            )
+        )
+    return tuple(nodes)
+
+
+def build_queues() -> tuple[Queue, ...]:
+    """root -> 4 departments -> 11 teams each = 48 + default + root = 50 queues, 3 levels."""
+    queues = []
+    for d in range(4):
+        dept = f"dept-{d}"
+        queues.append(Queue(name=dept, weight=1 + d, guarantee={GPU: 1000 * d}))
+        queues.extend(
+            Queue(name=f"{dept}-team-{t}", parent=dept, weight=1 + t % 3, guarantee={GPU: 50 * d})
+            for t in range(11)
+        )
+    return tuple(queues)
+
+
+def build_workload(
+    gangs: int, pods: int, seed: int
+) -> tuple[tuple[PodGroup, ...], tuple[Task, ...]]:
+    rng = random.Random(seed)
+    leaves = [f"dept-{d}-team-{t}" for d in range(4) for t in range(11)]
+    groups: list[PodGroup] = []
+    tasks: list[Task] = []
+    remaining = pods
+    for g in range(gangs):
+        left = gangs - g
+        size = GANG_SIZES[g % len(GANG_SIZES)] if left > 1 else remaining
+        size = max(1, min(size, remaining - (left - 1)))
+        remaining -= size
+        kind = rng.random()
+        uid = f"job-{g:05d}"
+        topo = None
+        if kind < 0.55:
+            gpus, milli, cpu = rng.choice((1, 2, 4, 8)), 0, 8_000
+            if rng.random() < 0.2:
+                topo = NetworkTopology(TopologyMode.HARD, "tor")
+        elif kind < 0.7:
+            gpus, milli, cpu = 0, rng.choice((250, 500)), 2_000
+        else:
+            gpus, milli, cpu = 0, 0, rng.choice((1_000, 4_000))
+        groups.append(
+            PodGroup(
+                uid=uid,
+                namespace=f"ns-{g % 40}",
+                name=uid,
+                queue=leaves[g % len(leaves)],
+                pool="train" if g % 3 else "infer",
+                min_member=size,
+                priority=rng.choice((0, 0, 10, 100)),
+                created=float(g),
+                network_topology=topo,
+                phase=GroupPhase.INQUEUE,
+            )
+        )
+        requests = {"cpu": cpu, "memory": 16 * GiB}
+        if gpus:
+            requests[GPU] = gpus
+        tasks.extend(
+            Task(
+                uid=f"{uid}-{i}",
+                group=uid,
+                namespace=f"ns-{g % 40}",
+                name=f"{uid}-{i}",
+                index=i,
+                requests=requests,
+                gpu_milli=milli,
+            )
+            for i in range(size)
+        )
+    return tuple(groups), tuple(tasks)
+
+
+def build_snapshot(nodes: int, pods: int, gangs: int | None = None, seed: int = 7) -> Snapshot:
+    gang_count = gangs if gangs is not None else max(1, pods // 10)
+    groups, tasks = build_workload(gang_count, pods, seed)
+    pools = (
+        Pool("train", LabelSelector({"sluice.dev/pool": "train"})),
+        Pool("infer", LabelSelector({"sluice.dev/pool": "infer"})),
+    )
+    return Snapshot(
+        now=1_000_000.0,
+        nodes=build_nodes(nodes),
+        queues=build_queues(),
+        pools=pools,
+        groups=groups,
+        tasks=tasks,
+        topology=TOPOLOGY,
+    )
+
+
+@dataclass(frozen=True)
+class Measure:
+    nodes: int
+    pods: int
+    gangs: int
+    seconds: float  # median session time
+    binds: int
+    decisions: int
+    placed_gangs: int
+
+
+def measure(snapshot: Snapshot, repeats: int) -> Measure:
+    times = []
+    result = None
+    for _ in range(repeats):
+        gc.collect()
+        start = time.perf_counter()
+        result = run_session(snapshot, SessionConfig())
+        times.append(time.perf_counter() - start)
+    assert result is not None
+    binds = [d for d in result.decisions if isinstance(d, Bind)]
+    return Measure(
+        nodes=len(snapshot.nodes),
+        pods=len(snapshot.tasks),
+        gangs=len(snapshot.groups),
+        seconds=statistics.median(times),
+        binds=len(binds),
+        decisions=len(result.decisions),
+        placed_gangs=len({b.group for b in binds}),
+    )
+
+
+def first_fit_yardstick(snapshot: Snapshot) -> tuple[float, int]:
+    """Naive pod-by-pod first fit (no gang, quota, pools or topology): a speed reference only.
+
+    Pure Python over (cpu, memory, whole GPUs) with a cursor that never moves back, i.e. the
+    cheapest loop a scheduler could possibly run over this input.
+    """
+    start = time.perf_counter()
+    free = [
+        [n.allocatable["cpu"], n.allocatable["memory"], n.allocatable.get(GPU, 0) * 1000]
+        for n in snapshot.nodes
+    ]
+    cursor = 0
+    placed = 0
+    for t in snapshot.tasks:
+        want = (
+            t.requests.get("cpu", 0),
+            t.requests.get("memory", 0),
+            t.requests.get(GPU, 0) * 1000 + t.gpu_milli,
+        )
+        i = cursor
+        while i < len(free):
+            f = free[i]
+            if f[0] >= want[0] and f[1] >= want[1] and f[2] >= want[2]:
+                f[0] -= want[0]
+                f[1] -= want[1]
+                f[2] -= want[2]
+                placed += 1
+                break
+            i += 1
+        if i >= len(free):
+            continue
+        while cursor < len(free) and free[cursor][2] < 250 and free[cursor][0] < 1000:
+            cursor += 1
+    return time.perf_counter() - start, placed
+
+
+def peak_memory(snapshot: Snapshot) -> int:
+    gc.collect()
+    tracemalloc.start()
+    run_session(snapshot, SessionConfig())
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return peak
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--quick", action="store_true", help="headline case only")
+    args = parser.parse_args()
+
+    headline = build_snapshot(5_000, 20_000, 2_000)
+    m = measure(headline, args.repeats)
+    ff_seconds, ff_placed = first_fit_yardstick(headline)
+    peak = peak_memory(headline)
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    verdict = "PASS" if m.seconds < 1.0 else "FAIL"
+    print("## Scheduler core: one session (median of", args.repeats, "runs)\n")
+    print("| case | nodes | pods | gangs | session s | binds | gangs placed | decisions/s |")
+    print("|---|---|---|---|---|---|---|---|")
+    print(
+        f"| headline ({verdict}: < 1 s) | {m.nodes} | {m.pods} | {m.gangs} | {m.seconds:.3f} "
+        f"| {m.binds} | {m.placed_gangs} | {m.decisions / m.seconds:,.0f} |"
+    )
+    print(
+        f"| yardstick: naive first fit, no gang/quota/topology | {m.nodes} | {m.pods} | - "
+        f"| {ff_seconds:.3f} | {ff_placed} | - | {ff_placed / ff_seconds:,.0f} |"
+    )
+    print(
+        f"\nPeak traced memory of the session: {peak / 2**20:.1f} MiB; "
+        f"process peak RSS: {rss / 2**20:.0f} MiB\n"
+    )
+    if args.quick:
+        return
+    print("### Scaling\n")
+    print("| nodes | pods | gangs | session s | binds | decisions/s | s per 1k pods |")
+    print("|---|---|---|---|---|---|---|")
+    cases = [(n, 20_000) for n in (500, 1_000, 2_000, 5_000)]
+    cases += [(5_000, p) for p in (2_000, 5_000, 10_000, 50_000)]
+    for nodes, pods in cases:
+        r = measure(build_snapshot(nodes, pods), args.repeats)
+        print(
+            f"| {r.nodes} | {r.pods} | {r.gangs} | {r.seconds:.3f} | {r.binds} "
+            f"| {r.decisions / r.seconds:,.0f} | {1000 * r.seconds / r.pods:.3f} |"
+        )
+
+
+if __name__ == "__main__":
+    main()

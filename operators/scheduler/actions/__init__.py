@@ -1,0 +1,1 @@
+"""Actions run in order each session: enqueue, allocate, preempt, reclaim, backfill."""

@@ -1,0 +1,109 @@
+"""allocate: place each admitted group's gang minimum, whole or not at all.
+
+Two passes over the queues (round robin, job order inside a queue):
+
+1. ``share``: a group may only take room that keeps its queue chain within deserved shares;
+2. ``borrow``: groups refused only by that rule may borrow idle room up to capability.
+
+For each group: pick the pending tasks that complete the gang (gang plugin), check quota
+(allocatable), then try its node sets in order (own pool, then lenders), each inside a fresh
+statement that is committed only if the gang is ready, discarded otherwise.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from operators.scheduler.actions.ordering import round_robin
+from operators.scheduler.decisions import Explanation, ReasonCode
+from operators.scheduler.framework import AllocatePass, Vote
+from operators.scheduler.placement import place_group_tasks
+from operators.scheduler.plugins.gang import shortfall
+from operators.scheduler.session import ActionName
+from operators.scheduler.snapshot import GroupPhase
+from operators.scheduler.state import Placement
+from operators.scheduler.statement import Statement
+
+if TYPE_CHECKING:
+    from operators.scheduler.context import Session
+    from operators.scheduler.state import GroupInfo
+
+_ADMITTED = (GroupPhase.INQUEUE, GroupPhase.RUNNING, GroupPhase.UNKNOWN)
+
+
+def candidates(ssn: Session) -> list[GroupInfo]:
+    admitted: tuple[GroupPhase, ...] = _ADMITTED
+    if ActionName.ENQUEUE not in ssn.config.actions:
+        admitted = (*_ADMITTED, GroupPhase.PENDING)
+    return [
+        g
+        for g in ssn.state.groups
+        if g.phase in admitted and not g.gang_satisfied() and g.pending_tasks()
+    ]
+
+
+def run(ssn: Session) -> None:
+    groups = candidates(ssn)
+    retry = [
+        g for g in round_robin(ssn, groups) if allocate_group(ssn, g, AllocatePass.SHARE) == "share"
+    ]
+    for g in round_robin(ssn, retry):
+        allocate_group(ssn, g, AllocatePass.BORROW)
+
+
+def allocate_group(ssn: Session, g: GroupInfo, phase: AllocatePass) -> str:
+    """Try to place ``g``'s gang minimum. Returns "placed", "share" (refused by the share
+    rule only, worth a borrow pass) or "failed"."""
+    state, ext = ssn.state, ssn.ext
+    pending = sorted(g.pending_tasks(), key=ext.task_key)
+    tasks = shortfall(g, pending)
+    if tasks is None:
+        have = len(g.tasks)
+        state.explain(
+            g,
+            Explanation(
+                g.uid,
+                ReasonCode.GANG_INCOMPLETE,
+                f"{have} pod(s) exist, the gang needs {g.pg.min_member}"
+                + (f" with per-task minimums {dict(g.role_min)}" if g.role_min else ""),
+            ),
+        )
+        return "failed"
+    need = np.sum([t.req for t in tasks], axis=0) if tasks else state.space.zeros()
+    verdict = ext.allocatable(g, need, phase)
+    if verdict.vote == Vote.REJECT:
+        if phase is AllocatePass.SHARE and ext.allocatable(g, need).vote != Vote.REJECT:
+            return "share"
+        g.attempted = True
+        state.explain(
+            g, Explanation(g.uid, verdict.code or ReasonCode.QUOTA_EXCEEDED, verdict.message)
+        )
+        return "failed"
+    failures: list[str] = []
+    first_code: ReasonCode | None = None
+    for node_set in ext.candidate_sets(g, state.nodes.schedulable):
+        stmt = Statement(state)
+        failure = place_group_tasks(
+            ssn, stmt, g, tasks, node_set.mask, Placement.BIND, node_set.label
+        )
+        if failure is None and ext.ready(g):
+            ssn.commit(stmt)
+            ext.placed(g)
+            where = f" (borrowing {node_set.label})" if node_set.borrowed else ""
+            state.explain(
+                g,
+                Explanation(
+                    g.uid, ReasonCode.SCHEDULED, f"gang of {len(tasks)} pod(s) placed{where}"
+                ),
+            )
+            return "placed"
+        stmt.discard()
+        if failure is not None:
+            first_code = first_code or failure.code
+            failures.append(f"in {node_set.label}: {failure.message}")
+    g.attempted = True
+    message = "; ".join(failures) if failures else "gang not ready"
+    state.explain(g, Explanation(g.uid, first_code or ReasonCode.UNSCHEDULABLE, message))
+    return "failed"

@@ -1,0 +1,79 @@
+"""backfill: grow groups whose gang is already satisfied into idle room, one pod at a time.
+
+This is where elastic groups grow from min toward max (higher replica priority first) and where
+a plain group's pods beyond ``minMember`` land. It runs last, on what is idle after every gang
+minimum, nomination and reservation of this session has been placed, so it never delays reserved
+work. A group stops growing at its first pod that does not fit (keeps replica priority order).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from operators.scheduler.decisions import Explanation, ReasonCode
+from operators.scheduler.framework import NodeSet, Vote
+from operators.scheduler.placement import place_group_tasks
+from operators.scheduler.snapshot import GroupPhase, TopologyMode
+from operators.scheduler.state import Placement
+from operators.scheduler.statement import Statement
+
+if TYPE_CHECKING:
+    from operators.scheduler.context import Session
+    from operators.scheduler.state import GroupInfo
+
+
+def _domain_mask(ssn: Session, g: GroupInfo, base: NodeSet) -> NodeSet:
+    """Hard-topology groups grow only inside the domain they already occupy."""
+    state = ssn.state
+    request = g.pg.network_topology
+    topo = state.nodes.topology
+    if request is None or request.mode != TopologyMode.HARD or topo is None:
+        return base
+    level = topo.level_index(request.highest_tier) if request.highest_tier else 0
+    held = [t for t in g.tasks if t.held and t.node >= 0]
+    if level is None or not held or not state.nodes.tier_domains:
+        return base
+    domains = state.nodes.tier_domains[level]
+    return NodeSet(base.label, base.mask & (domains == domains[held[0].node]), base.borrowed)
+
+
+def run(ssn: Session) -> None:
+    state, ext = ssn.state, ssn.ext
+    growing = [
+        g
+        for g in state.groups
+        if g.phase != GroupPhase.PENDING and g.gang_satisfied() and g.pending_tasks()
+    ]
+    growing.sort(key=ext.job_key)
+    for g in growing:
+        grown = 0
+        for t in sorted(g.pending_tasks(), key=ext.task_key):
+            if ext.allocatable(g, t.req).vote == Vote.REJECT:
+                break
+            placed = False
+            for node_set in ext.candidate_sets(g, state.nodes.schedulable):
+                scoped = _domain_mask(ssn, g, node_set)
+                if not np.any(scoped.mask):
+                    continue
+                stmt = Statement(state)
+                if place_group_tasks(ssn, stmt, g, [t], scoped.mask, Placement.BIND) is None:
+                    ssn.commit(stmt)
+                    placed = True
+                    break
+                stmt.discard()
+            if not placed:
+                break
+            grown += 1
+        left = len(g.pending_tasks())
+        if left:
+            state.explain(
+                g,
+                Explanation(
+                    g.uid,
+                    ReasonCode.GROWING,
+                    f"gang minimum running; {left} more pod(s) wait for idle room"
+                    + (f" ({grown} added this session)" if grown else ""),
+                ),
+            )

@@ -1,0 +1,235 @@
+"""Typed extension points and the rule that combines the plugins registered at each one.
+
+Actions never call a plugin directly: they ask :class:`Extensions`, which applies the combination
+rule written beside each point. Plugins register at session open, in the order of
+``PLUGIN_ORDER`` (engine.py), and that order is what "first" means below.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
+    from operators.scheduler.decisions import ReasonCode
+    from operators.scheduler.state import GroupInfo, TaskInfo
+
+SortKey = tuple[float, ...]
+
+
+class Vote(enum.IntEnum):
+    REJECT = -1
+    ABSTAIN = 0
+    PERMIT = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    vote: Vote
+    code: ReasonCode | None = None
+    message: str = ""
+
+
+PERMIT = Verdict(Vote.PERMIT)
+ABSTAIN = Verdict(Vote.ABSTAIN)
+
+
+class Purpose(enum.StrEnum):
+    PREEMPT = "preempt"  # same queue, same pool, by priority
+    RECLAIM = "reclaim"  # across queues (over-deserved) and pools (borrowed)
+
+
+@dataclass(frozen=True, slots=True)
+class VictimUnit:
+    """What preemption may take: a whole group, or an elastic group's surplus replicas."""
+
+    group: GroupInfo
+    tasks: tuple[TaskInfo, ...]
+    surplus: bool  # True: only replicas above the group's minimum
+    borrowed: bool  # at least one task runs in a pool that is not its own
+
+
+class NodePredicate(Protocol):
+    """Which nodes can run one task of this shape. Combination: ALL must pass (masks ANDed);
+    for explanations, a node is counted against the FIRST predicate (in order) that rejects it."""
+
+    name: str
+
+    def mask(self, t: TaskInfo) -> NDArray[np.bool_]: ...
+
+
+class NodeScorer(Protocol):
+    """Preference among feasible nodes. Combination: WEIGHTED SUM of every scorer's score."""
+
+    name: str
+    weight: float
+
+    def score(self, t: TaskInfo, nodes: NDArray[np.int64]) -> NDArray[np.float64]: ...
+
+
+# Job / task / queue order. Combination: LEXICOGRAPHIC - the first plugin whose keys differ
+# decides (ascending: smaller key runs first); ties fall through to the next plugin and finally
+# to creation time and uid.
+JobKey = Callable[["GroupInfo"], SortKey]
+TaskKey = Callable[["TaskInfo"], SortKey]
+QueueKey = Callable[[int], SortKey]
+# Enqueue admission. Combination: any REJECT rejects (the first reject's reason is reported);
+# otherwise admitted (all-abstain admits, as a group without minResources is admitted).
+EnqueueCheck = Callable[["GroupInfo", "NDArray[np.float64]"], Verdict]
+
+
+class AllocatePass(enum.StrEnum):
+    SHARE = "share"  # first pass: stay within deserved shares
+    BORROW = "borrow"  # second pass: borrow idle room up to capability
+
+
+# May this group take this much more (quota, pool rules)? Combination: ALL must permit; the
+# first rejection is reported.
+AllocatableCheck = Callable[["GroupInfo", "NDArray[np.float64]", AllocatePass], Verdict]
+# Notifications. Combination: ALL are called, in order.
+EnqueuedHook = Callable[["GroupInfo", "NDArray[np.float64]"], None]
+GangPlacedHook = Callable[["GroupInfo"], None]
+# Is the queue over its share for the current pass? Combination: ANY true -> overused.
+OverusedCheck = Callable[[int], bool]
+# May ``unit`` be a victim for ``preemptor``? Combination: INTERSECTION - a unit is a victim
+# only if no plugin says False (None = abstain); if every plugin abstains it is not a victim.
+VictimFilter = Callable[["GroupInfo", VictimUnit, Purpose], "bool | None"]
+# Victim order (DESIGN.md: borrowed, overcommitted, lower priority, least disruption).
+# Combination: LEXICOGRAPHIC as for job order; smallest key is evicted first.
+VictimKey = Callable[["GroupInfo", VictimUnit], SortKey]
+# Is the group's gang satisfied? Combination: ALL must be true.
+ReadyCheck = Callable[["GroupInfo"], bool]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSet:
+    """Nodes a group may try, e.g. its own pool, then a pool it may borrow from."""
+
+    label: str
+    mask: NDArray[np.bool_]
+    borrowed: bool
+
+
+# Where a group may run, in the order to try (lazily: later sets cost something to rank and are
+# rarely needed). Combination: the FIRST plugin registered decides (only one provider makes
+# sense; without one, every schedulable node is one set).
+NodeSets = Callable[["GroupInfo"], Iterator[NodeSet]]
+
+
+@dataclass(slots=True)
+class Extensions:
+    job_keys: list[JobKey] = field(default_factory=list)
+    task_keys: list[TaskKey] = field(default_factory=list)
+    queue_keys: list[QueueKey] = field(default_factory=list)
+    predicates: list[NodePredicate] = field(default_factory=list)
+    scorers: list[NodeScorer] = field(default_factory=list)
+    enqueue_checks: list[EnqueueCheck] = field(default_factory=list)
+    allocatable_checks: list[AllocatableCheck] = field(default_factory=list)
+    overused_checks: list[OverusedCheck] = field(default_factory=list)
+    victim_filters: list[VictimFilter] = field(default_factory=list)
+    victim_keys: list[VictimKey] = field(default_factory=list)
+    ready_checks: list[ReadyCheck] = field(default_factory=list)
+    node_sets: list[NodeSets] = field(default_factory=list)
+    enqueued_hooks: list[EnqueuedHook] = field(default_factory=list)
+    placed_hooks: list[GangPlacedHook] = field(default_factory=list)
+    _feasible: dict[tuple[object, ...], NDArray[np.bool_]] = field(default_factory=dict)
+
+    def job_key(self, g: GroupInfo) -> tuple[object, ...]:
+        return (*(part for key in self.job_keys for part in key(g)), g.pg.created, g.uid)
+
+    def task_key(self, t: TaskInfo) -> tuple[object, ...]:
+        return (*(part for key in self.task_keys for part in key(t)), t.task.uid)
+
+    def queue_key(self, q: int) -> tuple[float, ...]:
+        return (*(part for key in self.queue_keys for part in key(q)), float(q))
+
+    def feasible(self, t: TaskInfo) -> NDArray[np.bool_]:
+        # Predicates are static for a session (resource fit is separate), so the AND is cached
+        # per task shape.
+        found = self._feasible.get(t.shape)
+        if found is not None:
+            return found
+        mask: NDArray[np.bool_] | None = None
+        for predicate in self.predicates:
+            m = predicate.mask(t)
+            mask = m.copy() if mask is None else mask & m
+        if mask is None:
+            raise ValueError("no predicates registered")
+        mask.flags.writeable = False
+        self._feasible[t.shape] = mask
+        return mask
+
+    def rejections(self, t: TaskInfo) -> list[tuple[str, int]]:
+        """Per predicate (in order), how many nodes it is the first to reject."""
+        out: list[tuple[str, int]] = []
+        alive: NDArray[np.bool_] | None = None
+        for predicate in self.predicates:
+            m = predicate.mask(t)
+            if alive is None:
+                alive = np.ones_like(m)
+            rejected = int((alive & ~m).sum())
+            if rejected:
+                out.append((predicate.name, rejected))
+            alive = alive & m
+        return out
+
+    def score(self, t: TaskInfo, nodes: NDArray[np.int64]) -> NDArray[np.float64]:
+        total = np.zeros(len(nodes), dtype=np.float64)
+        for scorer in self.scorers:
+            if scorer.weight:
+                total += scorer.weight * scorer.score(t, nodes)
+        return total
+
+    def enqueueable(self, g: GroupInfo, need: NDArray[np.float64]) -> Verdict:
+        for check in self.enqueue_checks:
+            verdict = check(g, need)
+            if verdict.vote == Vote.REJECT:
+                return verdict
+        return PERMIT
+
+    def allocatable(
+        self, g: GroupInfo, need: NDArray[np.float64], phase: AllocatePass = AllocatePass.BORROW
+    ) -> Verdict:
+        for check in self.allocatable_checks:
+            verdict = check(g, need, phase)
+            if verdict.vote == Vote.REJECT:
+                return verdict
+        return PERMIT
+
+    def overused(self, q: int) -> bool:
+        return any(check(q) for check in self.overused_checks)
+
+    def is_victim(self, preemptor: GroupInfo, unit: VictimUnit, purpose: Purpose) -> bool:
+        said_yes = False
+        for victim_filter in self.victim_filters:
+            answer = victim_filter(preemptor, unit, purpose)
+            if answer is False:
+                return False
+            said_yes = said_yes or answer is True
+        return said_yes
+
+    def victim_key(self, preemptor: GroupInfo, unit: VictimUnit) -> tuple[object, ...]:
+        parts = (part for key in self.victim_keys for part in key(preemptor, unit))
+        return (*parts, -unit.group.pg.created, unit.group.uid)
+
+    def ready(self, g: GroupInfo) -> bool:
+        return all(check(g) for check in self.ready_checks)
+
+    def candidate_sets(self, g: GroupInfo, everything: NDArray[np.bool_]) -> Iterator[NodeSet]:
+        if self.node_sets:
+            return self.node_sets[0](g)
+        return iter([NodeSet("the cluster", everything, borrowed=False)])
+
+    def enqueued(self, g: GroupInfo, need: NDArray[np.float64]) -> None:
+        for hook in self.enqueued_hooks:
+            hook(g, need)
+
+    def placed(self, g: GroupInfo) -> None:
+        for hook in self.placed_hooks:
+            hook(g)

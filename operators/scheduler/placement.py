@@ -1,0 +1,267 @@
+"""Placing a set of tasks onto nodes inside a statement: the hot path of every action.
+
+Tasks with identical shape are placed together: one vectorised pass computes how many replicas
+fit on every node (the minimum over resource dimensions, and over free GPU cards), the scorers
+rank the nodes that fit, and replicas are dealt out best node first. Network topology narrows the
+node mask to one domain (best fit: the fullest domain that still holds the whole set); same-ToR
+units do the same per unit.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from operators.scheduler.decisions import Explanation, ReasonCode
+from operators.scheduler.plugins.topology import pick_gpus_many
+from operators.scheduler.snapshot import GPU_MILLI_PER_CARD, TopologyMode
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
+    from operators.scheduler.context import Session
+    from operators.scheduler.state import GroupInfo, Placement, TaskInfo
+    from operators.scheduler.statement import Statement
+
+_EPS = 1e-6
+_DOMAIN_TRIES = 3  # candidate domains tried per tier before moving to a coarser one
+
+
+@dataclass(frozen=True, slots=True)
+class PlaceFailure:
+    code: ReasonCode
+    message: str
+
+    def explanation(self, g: GroupInfo) -> Explanation:
+        return Explanation(g.uid, self.code, self.message)
+
+
+def fit_counts(ssn: Session, t: TaskInfo, mask: NDArray[np.bool_]) -> NDArray[np.int64]:
+    """How many more replicas shaped like ``t`` fit on each node (0 outside ``mask``)."""
+    state = ssn.state
+    counts: NDArray[np.float64] | None = None
+    # Quantities are integers held exactly in float64, so floor division needs no epsilon.
+    # Column by column: a single column is a view, fancy-indexing several would copy.
+    for d in t.dims:
+        column = state.free[:, d] // t.req[d]
+        counts = column if counts is None else np.minimum(counts, column, out=counts)
+    if counts is None:
+        counts = np.full(state.nodes.size, 1e9)
+    if t.gpu_cards:
+        np.minimum(counts, state.full_cards // t.gpu_cards, out=counts)
+    elif t.gpu_milli:
+        per_card = np.maximum(state.gpu_free, 0.0) // t.gpu_milli
+        np.minimum(counts, per_card.sum(axis=1), out=counts)
+    np.clip(counts, 0.0, 1e9, out=counts)
+    counts *= mask
+    return counts.astype(np.int64)
+
+
+def _gpu_text(t: TaskInfo) -> str:
+    if t.gpu_cards:
+        return f"{t.gpu_cards} GPU{'s' if t.gpu_cards > 1 else ''}"
+    if t.gpu_milli:
+        return f"{t.gpu_milli / GPU_MILLI_PER_CARD:g} GPU"
+    return ""
+
+
+def _shape_failure(
+    ssn: Session, t: TaskInfo, mask: NDArray[np.bool_], need: int, fit: int, where: str
+) -> PlaceFailure:
+    state = ssn.state
+    total = state.nodes.size
+    parts: list[str] = []
+    for name, count in ssn.ext.rejections(t):
+        parts.append(f"{count} {name}")
+    feasible = ssn.ext.feasible(t)
+    outside = int((feasible & ~mask).sum())
+    if outside:
+        parts.append(f"{outside} outside {where}")
+    short = int((feasible & mask).sum()) - int((fit_counts(ssn, t, feasible & mask) > 0).sum())
+    if short:
+        parts.append(f"{short} insufficient free resources")
+    role = f" of task {t.task.role!r}" if t.task.role else ""
+    detail = "; ".join(parts) if parts else "no nodes"
+    return PlaceFailure(
+        ReasonCode.UNSCHEDULABLE,
+        f"needs {need} pod(s){role} with {state.space.describe(t.req)} each, only {fit} fit "
+        f"(of {total} nodes: {detail})",
+    )
+
+
+def place_shape(
+    ssn: Session,
+    stmt: Statement,
+    tasks: list[TaskInfo],
+    mask: NDArray[np.bool_],
+    kind: Placement,
+    where: str,
+) -> PlaceFailure | None:
+    """Place identical tasks, best-scored nodes first; all or nothing (caller rolls back)."""
+    t0 = tasks[0]
+    need = len(tasks)
+    shape_mask = mask & ssn.ext.feasible(t0)
+    counts = fit_counts(ssn, t0, shape_mask)
+    cand = np.flatnonzero(counts)
+    available = int(counts[cand].sum())
+    if available < need:
+        return _shape_failure(ssn, t0, mask, need, available, where)
+    scores = ssn.ext.score(t0, cand)
+    if len(cand) > need:
+        # Each candidate holds at least one replica, so the best ``need`` nodes suffice.
+        top = np.argpartition(-scores, need - 1)[:need]
+        cand, scores = cand[top], scores[top]
+    order = cand[np.argsort(-scores, kind="stable")]
+    placed = 0
+    for node in order.tolist():
+        room = min(int(counts[node]), need - placed)
+        batch = tuple(tasks[placed : placed + room])
+        stmt.allocate(batch, node, pick_gpus_many(ssn.state, node, t0, room), kind)
+        placed += room
+        if placed == need:
+            break
+    return None
+
+
+def _by_shape(tasks: list[TaskInfo]) -> list[list[TaskInfo]]:
+    shapes: dict[tuple[object, ...], list[TaskInfo]] = defaultdict(list)
+    for t in tasks:
+        shapes[t.shape].append(t)
+    # Hardest first: most GPU, then most CPU per replica.
+    return sorted(shapes.values(), key=lambda ts: (-ts[0].req[2], -ts[0].req[0], -len(ts)))
+
+
+def _place_flat(
+    ssn: Session,
+    stmt: Statement,
+    tasks: list[TaskInfo],
+    mask: NDArray[np.bool_],
+    kind: Placement,
+    where: str,
+) -> PlaceFailure | None:
+    units: dict[str, list[TaskInfo]] = defaultdict(list)
+    loose: list[TaskInfo] = []
+    for t in tasks:
+        if t.task.unit:
+            units[t.task.unit].append(t)
+        else:
+            loose.append(t)
+    if units:
+        level = _unit_level(ssn, tasks[0].group)
+        for unit_tasks in sorted(units.values(), key=len, reverse=True):
+            if level is None:
+                loose.extend(unit_tasks)
+                continue
+            failure = _place_in_one_domain(ssn, stmt, unit_tasks, mask, kind, level, where)
+            if failure is not None:
+                return failure
+    for shape_tasks in _by_shape(loose):
+        failure = place_shape(ssn, stmt, shape_tasks, mask, kind, where)
+        if failure is not None:
+            return failure
+    return None
+
+
+def _unit_level(ssn: Session, g: GroupInfo) -> int | None:
+    nodes = ssn.state.nodes
+    if not nodes.tier_domains:
+        return None
+    topo = nodes.topology
+    if g.pg.unit_tier and topo is not None:
+        found = topo.level_index(g.pg.unit_tier)
+        if found is not None:
+            return found
+    # Default: the tier just above hostname (the ToR).
+    return max(len(nodes.tier_domains) - 2, 0)
+
+
+def _place_in_one_domain(
+    ssn: Session,
+    stmt: Statement,
+    tasks: list[TaskInfo],
+    mask: NDArray[np.bool_],
+    kind: Placement,
+    level: int,
+    where: str,
+) -> PlaceFailure | None:
+    """All ``tasks`` inside one domain of tier ``level``: fullest feasible domain first."""
+    state = ssn.state
+    domains = state.nodes.tier_domains[level]
+    tier = state.nodes.tier_names[level]
+    shapes = _by_shape(tasks)
+    size = int(domains.max()) + 1 if len(domains) else 0
+    feasible = np.ones(size, dtype=np.bool_)
+    slack = np.zeros(size, dtype=np.float64)
+    best_fit = np.zeros(size, dtype=np.float64)
+    for shape_tasks in shapes:
+        counts = fit_counts(ssn, shape_tasks[0], mask & ssn.ext.feasible(shape_tasks[0]))
+        per_domain = np.bincount(domains, weights=counts, minlength=size)
+        feasible &= per_domain >= len(shape_tasks)
+        slack += per_domain - len(shape_tasks)
+        best_fit = np.maximum(best_fit, per_domain) if shape_tasks is shapes[0] else best_fit
+    candidates = np.flatnonzero(feasible)
+    if len(candidates) == 0:
+        t0 = shapes[0][0]
+        gpus = _gpu_text(t0)
+        need = len(shapes[0])
+        unit = f" (unit {tasks[0].task.unit!r})" if tasks[0].task.unit else ""
+        what = f"{need * t0.gpu_cards} GPUs" if t0.gpu_cards else f"{need} pods"
+        largest = int(best_fit.max()) if size else 0
+        have = f"{largest * t0.gpu_cards} GPUs" if t0.gpu_cards else f"{largest} pods"
+        return PlaceFailure(
+            ReasonCode.TOPOLOGY,
+            f"needs {what}{unit} in one {tier}"
+            f"{f' ({need} pods of {gpus})' if gpus else ''}; largest free {tier} has {have}",
+        )
+    order = candidates[np.argsort(slack[candidates], kind="stable")]
+    last: PlaceFailure | None = None
+    for domain in order[:_DOMAIN_TRIES].tolist():
+        mark = stmt.mark()
+        last = _place_flat(
+            ssn, stmt, tasks, mask & (domains == domain), kind, f"{where} {tier} {domain}"
+        )
+        if last is None:
+            return None
+        stmt.rollback(mark)
+    return last
+
+
+def place_group_tasks(
+    ssn: Session,
+    stmt: Statement,
+    g: GroupInfo,
+    tasks: list[TaskInfo],
+    mask: NDArray[np.bool_],
+    kind: Placement,
+    where: str = "the allowed pools",
+) -> PlaceFailure | None:
+    """Place ``tasks`` of ``g`` within ``mask``, honouring the group's network topology.
+
+    Hard: one domain at ``highestTier`` or finer, trying the finest tier first. Soft: the same
+    preference, then anywhere. On failure the caller discards or rolls back the statement.
+    """
+    if not tasks:
+        return None
+    state = ssn.state
+    request = g.pg.network_topology
+    if request is None or not state.nodes.tier_domains or state.nodes.topology is None:
+        return _place_flat(ssn, stmt, tasks, mask, kind, where)
+    highest = state.nodes.topology.level_index(request.highest_tier) if request.highest_tier else 0
+    if highest is None:
+        highest = 0
+    failure: PlaceFailure | None = None
+    finest_first = range(len(state.nodes.tier_domains) - 1, highest - 1, -1)
+    for level in finest_first:
+        mark = stmt.mark()
+        failure = _place_in_one_domain(ssn, stmt, tasks, mask, kind, level, where)
+        if failure is None:
+            return None
+        stmt.rollback(mark)
+        if level == highest:
+            break
+    if request.mode == TopologyMode.SOFT:
+        return _place_flat(ssn, stmt, tasks, mask, kind, where)
+    return failure

@@ -1,0 +1,1 @@
+"""Plugins: each registers callables at the extension points of ``framework.Extensions``."""

@@ -1,0 +1,60 @@
+"""binpack: fill a node (and, for fractional GPUs, a card) before opening another.
+
+Score in [0, 1]: the mean, over the resources the task requests, of the node's utilisation after
+placing one replica. Fractional-GPU tasks add the utilisation of the fullest card that still fits
+them, so shared cards fill up before fresh ones are split.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from operators.scheduler.snapshot import GPU_MILLI_PER_CARD
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
+    from operators.scheduler.framework import Extensions
+    from operators.scheduler.state import SessionState, TaskInfo
+
+
+class BinpackScorer:
+    name = "binpack"
+
+    def __init__(self, state: SessionState, weight: float) -> None:
+        self.state = state
+        self.weight = weight
+        cap = state.nodes.capacity
+        with np.errstate(divide="ignore"):
+            inverse = np.where((cap > 0) & np.isfinite(cap), 1.0 / np.where(cap > 0, cap, 1.0), 0.0)
+        self.inverse: NDArray[np.float64] = inverse
+
+    def score(self, t: TaskInfo, nodes: NDArray[np.int64]) -> NDArray[np.float64]:
+        state = self.state
+        inverse = self.inverse
+        parts = []
+        # used-after-placement / capacity = 1 - (free - request) / capacity, per dimension.
+        for d in t.dims:
+            if d == state.space.pods:
+                continue
+            parts.append(1.0 - (state.free[nodes, d] - t.req[d]) * inverse[nodes, d])
+        if t.gpu_cards or t.gpu_milli:
+            g = state.space.gpu
+            parts.append(1.0 - (state.free[nodes, g] - t.req[g]) * inverse[nodes, g])
+            if t.gpu_milli:
+                cards = state.gpu_free[nodes]
+                fits = cards >= t.gpu_milli
+                used = np.where(fits, (GPU_MILLI_PER_CARD - cards) / GPU_MILLI_PER_CARD, -1.0)
+                parts.append(np.maximum(used.max(axis=1), 0.0))
+        if not parts:
+            return np.zeros(len(nodes), dtype=np.float64)
+        total = parts[0]
+        for part in parts[1:]:
+            total = total + part
+        return np.asarray(total / len(parts), dtype=np.float64)
+
+
+def register(state: SessionState, ext: Extensions) -> None:
+    ext.scorers.append(BinpackScorer(state, state.config.binpack_weight))

@@ -1,0 +1,205 @@
+"""quota: the hierarchical elastic queue model (see queues.py) at every extension point.
+
+* queue order: the queue furthest below its deserved share goes first (dominant
+  allocated/deserved ratio), so water-filled shares are what allocation converges to;
+* enqueue: the queue must exist and be Open; the gang minimum must fit under the capability of
+  the queue and every ancestor (counting groups already Inqueue); and it must fit in idle room,
+  or within the queue's deserved share, or in idle + reclaimable room (resources other queues
+  hold above their deserved share, lower-priority jobs of the same queue, borrowers on the
+  group's pool). Counting reclaimable room is what lets reclaim ever start;
+* allocatable: capability of the queue chain (overcommit queues admit overcommit jobs beyond
+  it); during allocate's first pass, also the queue's deserved share;
+* victims (reclaim): other queues' groups, only from a reclaimable queue above its deserved share,
+  never taking it below its guarantee, and only for a queue that stays within its own deserved
+  share; overcommitted groups of a queue above its capability always qualify;
+* victim order: overcommitted groups first, then the queue most over its share.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from operators.scheduler.decisions import ReasonCode
+from operators.scheduler.framework import PERMIT, AllocatePass, Purpose, Verdict, Vote
+from operators.scheduler.snapshot import GroupPhase
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
+    from operators.scheduler.framework import Extensions, SortKey, VictimUnit
+    from operators.scheduler.state import GroupInfo, SessionState
+
+_EPS = 1e-6
+
+
+def _within(
+    have: NDArray[np.float64], limit: NDArray[np.float64], need: NDArray[np.float64]
+) -> bool:
+    """``have <= limit`` on every dimension ``need`` uses."""
+    used = need > 0
+    return bool((have[used] <= limit[used] + _EPS).all())
+
+
+class Quota:
+    def __init__(self, state: SessionState) -> None:
+        self.state = state
+        self.tree = state.queues
+        # Gang minimums admitted (Inqueue) but not yet holding resources, per queue (rolled up).
+        self.reserved = np.zeros_like(self.tree.allocated)
+        self._by_group: dict[str, NDArray[np.float64]] = {}
+        for g in state.groups:
+            if g.queue >= 0 and g.phase == GroupPhase.INQUEUE and not g.gang_satisfied():
+                self.reserve(g, state.min_resources(g))
+
+    def reserve(self, g: GroupInfo, need: NDArray[np.float64]) -> None:
+        if g.queue < 0 or g.uid in self._by_group:
+            return
+        self._by_group[g.uid] = need
+        self.reserved[self.tree.ancestors[g.queue]] += need
+
+    def release(self, g: GroupInfo) -> None:
+        need = self._by_group.pop(g.uid, None)
+        if need is not None:
+            self.reserved[self.tree.ancestors[g.queue]] -= need
+
+    # ------------------------------------------------------------------ extension points
+
+    def queue_key(self, q: int) -> SortKey:
+        return (self.tree.share(q),)
+
+    def enqueue(self, g: GroupInfo, need: NDArray[np.float64]) -> Verdict:
+        tree, space = self.tree, self.state.space
+        name = g.pg.queue
+        if g.queue < 0:
+            return Verdict(Vote.REJECT, ReasonCode.QUEUE_MISSING, f"queue {name!r} does not exist")
+        if not tree.open[g.queue]:
+            return Verdict(Vote.REJECT, ReasonCode.QUEUE_CLOSED, f"queue {name!r} is not Open")
+        q = g.queue
+        with_reserved = self.reserved[q] + need
+        if not tree.headroom_ok(q, with_reserved, overcommit=g.pg.overcommit):
+            cap = tree.capability[q]
+            return Verdict(
+                Vote.REJECT,
+                ReasonCode.QUOTA_EXCEEDED,
+                f"queue {name!r} capability ({space.describe(cap)}) would be exceeded: it holds "
+                f"{space.describe(tree.allocated[q] + self.reserved[q])}, the gang minimum "
+                f"needs {space.describe(need)}",
+            )
+        idle = self._idle() - self.reserved[0]
+        if _within(need, idle, need):
+            return PERMIT
+        if _within(tree.allocated[q] + with_reserved, tree.deserved[q], need):
+            return PERMIT  # within its fair share: reclaim will make room
+        reclaimable = self._reclaimable(g)
+        if _within(need, idle + reclaimable, need):
+            return PERMIT
+        return Verdict(
+            Vote.REJECT,
+            ReasonCode.NOT_ADMITTED,
+            f"gang minimum needs {space.describe(need)}; idle {space.describe(np.maximum(idle, 0))}"
+            f", reclaimable {space.describe(reclaimable)}",
+        )
+
+    def allocatable(self, g: GroupInfo, need: NDArray[np.float64], phase: AllocatePass) -> Verdict:
+        tree, space = self.tree, self.state.space
+        if g.queue < 0:
+            return Verdict(
+                Vote.REJECT, ReasonCode.QUEUE_MISSING, f"queue {g.pg.queue!r} does not exist"
+            )
+        if not tree.headroom_ok(g.queue, need, overcommit=g.pg.overcommit):
+            return Verdict(
+                Vote.REJECT,
+                ReasonCode.QUOTA_EXCEEDED,
+                f"queue {g.pg.queue!r} (or an ancestor) would exceed its capability: it holds "
+                f"{space.describe(tree.allocated[g.queue])}, needs {space.describe(need)} more",
+            )
+        if phase is AllocatePass.SHARE:
+            for q in tree.ancestors[g.queue]:
+                if not _within(tree.allocated[q] + need, tree.deserved[q], need):
+                    return Verdict(
+                        Vote.REJECT,
+                        ReasonCode.QUOTA_EXCEEDED,
+                        f"queue {tree.names[q]!r} is at its deserved share",
+                    )
+        return PERMIT
+
+    def victim_filter(
+        self, preemptor: GroupInfo, unit: VictimUnit, purpose: Purpose
+    ) -> bool | None:
+        tree = self.tree
+        vq, pq = unit.group.queue, preemptor.queue
+        if purpose is Purpose.PREEMPT:
+            return None if vq == pq else False
+        if unit.borrowed and self._on_pool(unit, preemptor.pool):
+            return None  # the owner pool takes its nodes back: pool rules decide
+        if vq == pq or vq < 0 or pq < 0:
+            return False
+        need = self.state.min_resources(preemptor)
+        if not _within(tree.allocated[pq] + need, tree.deserved[pq], need):
+            return False  # the reclaiming queue would itself go above its share
+        alloc = tree.allocated[vq]
+        if not (alloc > tree.deserved[vq] + _EPS).any() and not unit.group.pg.overcommit:
+            return False
+        freed = np.sum([t.req for t in unit.tasks], axis=0)
+        if (
+            unit.group.pg.overcommit
+            and tree.overcommit[vq]
+            and (alloc > tree.capability[vq] + _EPS).any()
+        ):
+            return True
+        if not tree.reclaimable[vq]:
+            return False
+        if not ((alloc > tree.deserved[vq] + _EPS) & (freed > 0)).any():
+            return False
+        if not _within(alloc - freed, np.full_like(alloc, np.inf), freed):
+            return False
+        return bool((alloc - freed >= tree.guarantee[vq] - _EPS)[freed > 0].all())
+
+    def victim_key(self, preemptor: GroupInfo, unit: VictimUnit) -> SortKey:
+        g = unit.group
+        over = bool(g.pg.overcommit and g.queue >= 0 and self.tree.overcommit[g.queue])
+        share = self.tree.share(g.queue) if g.queue >= 0 else 0.0
+        return (0.0 if over else 1.0, -share)
+
+    # ------------------------------------------------------------------ helpers
+
+    def _idle(self) -> NDArray[np.float64]:
+        state = self.state
+        return np.asarray(np.maximum(state.free[state.nodes.schedulable], 0.0).sum(axis=0))
+
+    def _on_pool(self, unit: VictimUnit, pool: int) -> bool:
+        node_pool = self.state.nodes.node_pool
+        return any(t.node >= 0 and node_pool[t.node] == pool for t in unit.tasks)
+
+    def _reclaimable(self, g: GroupInfo) -> NDArray[np.float64]:
+        state, tree = self.state, self.tree
+        total = state.space.zeros()
+        for q in range(tree.size):
+            if tree.is_leaf[q] and tree.reclaimable[q] and q != g.queue:
+                total += np.maximum(
+                    tree.allocated[q] - np.maximum(tree.deserved[q], tree.guarantee[q]), 0.0
+                )
+        for other in state.groups:
+            if other is g:
+                continue
+            lower = other.queue == g.queue and other.priority < g.priority and g.can_preempt
+            for t in other.tasks:
+                if t.held and (
+                    lower or (state.is_borrowed(t) and state.nodes.node_pool[t.node] == g.pool)
+                ):
+                    total += t.req
+        return total
+
+
+def register(state: SessionState, ext: Extensions) -> Quota:
+    quota = Quota(state)
+    ext.queue_keys.append(quota.queue_key)
+    ext.enqueue_checks.append(quota.enqueue)
+    ext.allocatable_checks.append(quota.allocatable)
+    ext.victim_filters.append(quota.victim_filter)
+    ext.victim_keys.append(quota.victim_key)
+    ext.enqueued_hooks.append(quota.reserve)
+    ext.placed_hooks.append(quota.release)
+    return quota

@@ -1,0 +1,179 @@
+"""The queue tree: hierarchical elastic quota as arrays (one row per queue).
+
+Model (DESIGN.md "Queue"), per resource dimension independently:
+
+* ``allocated``: requests of tasks holding resources in the queue's subtree (rolls up to every
+  ancestor, so a parent's capability caps its whole subtree);
+* ``request``: allocated + pending demand of the subtree;
+* ``deserved``: water-filled top-down. A parent's deserved is split among its children: first
+  each child gets its guarantee (capped by what it requests), then the rest is shared in
+  proportion to ``weight`` among children that still want more, each capped by
+  ``min(request, capability)``, repeating until nothing is left or everyone is satisfied.
+  ``root`` deserves the whole cluster (capped by its own capability).
+
+Allocation may go above deserved (borrowing idle room) but never above capability, except that an
+overcommit queue admits overcommit-marked jobs beyond it. Reclaim takes back what is above
+deserved, most-over-share first, and never takes a queue below its guarantee.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from operators.scheduler.snapshot import DEFAULT_QUEUE, ROOT_QUEUE, Queue, QueueState
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
+    from operators.scheduler.resources import ResourceSpace
+
+_EPS = 1e-6
+
+
+class QueueTree:
+    def __init__(self, queues: tuple[Queue, ...], space: ResourceSpace) -> None:
+        by_name: dict[str, Queue] = {}
+        for q in queues:
+            by_name[q.name] = q
+        by_name.setdefault(ROOT_QUEUE, Queue(name=ROOT_QUEUE, parent=None, reclaimable=False))
+        by_name.setdefault(DEFAULT_QUEUE, Queue(name=DEFAULT_QUEUE))
+        # Parents first (BFS from root) so top-down passes are a simple loop; queues whose
+        # parent chain does not reach root (typos, cycles) hang off root.
+        children: dict[str, list[str]] = {name: [] for name in by_name}
+        for q in by_name.values():
+            if q.name == ROOT_QUEUE:
+                continue
+            parent = q.parent if q.parent in by_name and q.parent != q.name else ROOT_QUEUE
+            children[parent or ROOT_QUEUE].append(q.name)
+        order: list[str] = [ROOT_QUEUE]
+        seen = {ROOT_QUEUE}
+        for name in order:
+            for child in sorted(children[name]):
+                if child not in seen:
+                    seen.add(child)
+                    order.append(child)
+        for name in sorted(by_name):  # unreachable (cyclic) queues: attach to root
+            if name not in seen:
+                seen.add(name)
+                order.append(name)
+                children[ROOT_QUEUE].append(name)
+
+        self.names: list[str] = order
+        self.position: dict[str, int] = {name: i for i, name in enumerate(order)}
+        self.specs: list[Queue] = [by_name[name] for name in order]
+        size = len(order)
+        self.size = size
+        self.parent = np.full(size, -1, dtype=np.int64)
+        self.children: list[list[int]] = [[] for _ in range(size)]
+        for name, kids in children.items():
+            for kid in kids:
+                self.parent[self.position[kid]] = self.position[name]
+                self.children[self.position[name]].append(self.position[kid])
+        # ancestors[i]: i itself and every ancestor up to root, as an index array.
+        self.ancestors: list[NDArray[np.int64]] = []
+        for i in range(size):
+            chain = [i]
+            while self.parent[chain[-1]] >= 0:
+                chain.append(int(self.parent[chain[-1]]))
+            self.ancestors.append(np.asarray(chain, dtype=np.int64))
+        self.is_leaf = np.asarray([not kids for kids in self.children], dtype=np.bool_)
+
+        self.weight = np.asarray([max(q.weight, 1e-9) for q in self.specs], dtype=np.float64)
+        self.guarantee = np.stack([space.vector(q.guarantee) for q in self.specs])
+        self.capability = np.stack([space.vector(q.capability, missing=np.inf) for q in self.specs])
+        # A capability written as 0 for "pods" is meaningless; never cap pods implicitly.
+        self.reclaimable = np.asarray([q.reclaimable for q in self.specs], dtype=np.bool_)
+        self.overcommit = np.asarray([q.overcommit for q in self.specs], dtype=np.bool_)
+        self.open = np.asarray([q.state == QueueState.OPEN for q in self.specs], dtype=np.bool_)
+        self.allocated = np.zeros((size, space.size), dtype=np.float64)
+        self.demand = np.zeros((size, space.size), dtype=np.float64)  # pending, own leaf only
+        self.deserved = np.zeros((size, space.size), dtype=np.float64)
+
+    def add_usage(self, queue: int, vec: NDArray[np.float64]) -> None:
+        self.allocated[self.ancestors[queue]] += vec
+
+    def headroom_ok(self, queue: int, vec: NDArray[np.float64], *, overcommit: bool) -> bool:
+        """Would adding ``vec`` keep the queue and every ancestor within capability?"""
+        chain = self.ancestors[queue]
+        after = self.allocated[chain] + vec
+        within = after <= self.capability[chain] + _EPS
+        if within.all():
+            return True
+        # Overcommit lets marked jobs past the cap of queues that opt in; dims the job does
+        # not request never block it.
+        used = vec > 0
+        blocked = ~within & used
+        if not blocked.any():
+            return True
+        return overcommit and bool(self.overcommit[chain][blocked.any(axis=1)].all())
+
+    def compute_deserved(self, total: NDArray[np.float64]) -> None:
+        """Water-fill deserved top-down (see the module docstring)."""
+        request = np.zeros_like(self.allocated)
+        own = self.allocated.copy()
+        # demand is recorded on leaves only; roll it up.
+        rolled = self.demand.copy()
+        for i in range(self.size - 1, 0, -1):
+            p = int(self.parent[i])
+            if p >= 0:
+                rolled[p] += rolled[i]
+        request = own + rolled
+        self.request = request
+        self.deserved[0] = np.minimum(total, self.capability[0])
+        for p in range(self.size):
+            kids = self.children[p]
+            if not kids:
+                continue
+            idx = np.asarray(kids, dtype=np.int64)
+            self.deserved[idx] = water_fill(
+                self.deserved[p],
+                np.minimum(request[idx], self.capability[idx]),
+                self.guarantee[idx],
+                self.weight[idx],
+            )
+
+    def share(self, queue: int) -> float:
+        """Dominant allocated/deserved ratio: how far over (>1) or under its share a queue is."""
+        des = self.deserved[queue]
+        alloc = self.allocated[queue]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = np.where(
+                des > 0, alloc / np.where(des > 0, des, 1), np.where(alloc > 0, 1e9, 0)
+            )
+        return float(ratio.max()) if ratio.size else 0.0
+
+
+def water_fill(
+    available: NDArray[np.float64],
+    caps: NDArray[np.float64],
+    guarantee: NDArray[np.float64],
+    weight: NDArray[np.float64],
+) -> NDArray[np.float64]:
+    """Split ``available`` (R,) among children with ``caps`` (C,R) by weight, floors first.
+
+    Each dimension is filled independently. Guarantees (capped by what a child asks for) come
+    first, scaled down proportionally if the parent cannot cover them all.
+    """
+    floor = np.minimum(guarantee, caps)
+    total_floor = floor.sum(axis=0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        scale = np.where(
+            total_floor > available, available / np.where(total_floor > 0, total_floor, 1), 1.0
+        )
+    got = floor * scale
+    remaining = np.maximum(available - got.sum(axis=0), 0.0)
+    w = weight[:, None]
+    for _ in range(len(weight) + 1):
+        hungry = got < caps - _EPS
+        if not hungry.any() or not (remaining > _EPS).any():
+            break
+        wsum = (w * hungry).sum(axis=0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            offer = np.where(wsum > 0, remaining / np.where(wsum > 0, wsum, 1), 0.0) * w * hungry
+        give = np.minimum(offer, np.maximum(caps - got, 0.0))
+        give = np.where(np.isfinite(give), give, 0.0)
+        got += give
+        remaining = np.maximum(remaining - give.sum(axis=0), 0.0)
+    return got

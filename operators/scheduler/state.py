@@ -1,0 +1,391 @@
+"""The session's mutable view of the snapshot: free capacity, task and group bookkeeping.
+
+Only a :class:`~operators.scheduler.statement.Statement` mutates placements (so every change can
+be rolled back); actions read this state and record explanations.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from operators.scheduler.nodes import NodeIndex
+from operators.scheduler.queues import QueueTree
+from operators.scheduler.resources import ResourceSpace
+from operators.scheduler.snapshot import (
+    DEFAULT_QUEUE,
+    GPU,
+    GPU_MILLI_PER_CARD,
+    GroupPhase,
+    PodGroup,
+    PreemptionRole,
+    Snapshot,
+    Task,
+    TaskStatus,
+    TenantKind,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from numpy.typing import NDArray
+
+    from operators.scheduler.decisions import Explanation
+    from operators.scheduler.session import SessionConfig
+
+
+CARD_EPS = 1e-6
+
+
+class Placement(enum.IntEnum):
+    NONE = 0
+    BIND = 1  # room is idle now: bind
+    NOMINATE = 2  # room is being freed by evictions: hold it (nominatedNodeName)
+
+
+@dataclass(slots=True, eq=False)
+class TaskInfo:
+    task: Task
+    group: GroupInfo
+    req: NDArray[np.float64]  # internal vector (GPU milli), includes one pod
+    gpu_cards: int  # whole cards wanted
+    gpu_milli: int  # fractional share of one card wanted
+    shape: tuple[object, ...]  # identical shapes share predicate masks and fit counts
+    pool: int  # own pool
+    replica_priority: int
+    node: int = -1  # node index while holding resources (snapshot or session)
+    gpu_ids: tuple[int, ...] = ()
+    held: bool = False  # holds resources (bound/releasing, or placed this session)
+    placed: Placement = Placement.NONE  # placed by this session
+    evicted: bool = False  # evicted by this session
+    nominated: int = -1
+    dims: tuple[int, ...] = ()  # non-GPU resource dimensions requested (fit checks)
+
+    @property
+    def pending(self) -> bool:
+        return not self.held and self.task.status == TaskStatus.PENDING
+
+
+@dataclass(slots=True, eq=False)
+class GroupInfo:
+    pg: PodGroup
+    index: int
+    queue: int
+    pool: int
+    priority: tuple[int, int]  # (tenant priority, job priority): higher runs first
+    can_preempt: bool
+    role_min: dict[str, int]
+    role_priority: dict[str, int]
+    elastic: bool
+    tasks: list[TaskInfo] = field(default_factory=list)
+    phase: GroupPhase = GroupPhase.PENDING
+    admitted_now: bool = False
+    attempted: bool = False  # allocate tried and failed: candidate for preempt/reclaim
+    preemption_done: bool = False  # preempt/reclaim handled it this session
+    failure: Explanation | None = None
+    held_count: int = 0  # tasks holding resources (kept by SessionState.move)
+    borrowed_count: int = 0  # of which running outside their own pool
+    min_vector: NDArray[np.float64] | None = None  # cache of SessionState.min_resources
+
+    @property
+    def uid(self) -> str:
+        return self.pg.uid
+
+    def ready_count(self) -> tuple[int, dict[str, int]]:
+        """Tasks holding resources (snapshot-bound not evicted, plus placed this session)."""
+        total = 0
+        per_role: dict[str, int] = {}
+        for t in self.tasks:
+            if t.held and t.task.status != TaskStatus.RELEASING:
+                total += 1
+                per_role[t.task.role] = per_role.get(t.task.role, 0) + 1
+        return total, per_role
+
+    def gang_satisfied(self) -> bool:
+        total, per_role = self.ready_count()
+        if total < self.pg.min_member:
+            return False
+        return all(per_role.get(role, 0) >= need for role, need in self.role_min.items())
+
+    def running_tasks(self) -> list[TaskInfo]:
+        return [t for t in self.tasks if t.held and t.placed == Placement.NONE and not t.evicted]
+
+    def pending_tasks(self) -> list[TaskInfo]:
+        return [t for t in self.tasks if t.pending]
+
+
+class SessionState:
+    def __init__(self, snapshot: Snapshot, config: SessionConfig) -> None:
+        self.snapshot = snapshot
+        self.config = config
+        self.now = snapshot.now
+        names: set[str] = set()
+        for node in snapshot.nodes:
+            names.update(node.allocatable)
+        for task in snapshot.tasks:
+            names.update(task.requests)
+        self.space = ResourceSpace(names)
+        self.nodes = NodeIndex(snapshot.nodes, snapshot.pools, snapshot.topology, self.space)
+        self.queues = QueueTree(snapshot.queues, self.space)
+        n = self.nodes.size
+        self.free: NDArray[np.float64] = self.nodes.capacity.copy()
+        self.gpu_free: NDArray[np.float64] = self.nodes.gpu_capacity.copy()
+        # Whole free cards per node, kept in step with gpu_free (hot in fit checks).
+        full = self.gpu_free >= GPU_MILLI_PER_CARD - CARD_EPS
+        self.full_cards: NDArray[np.int64] = full.sum(axis=1)
+        # Whole free cards per NVLink island / NUMA node (N, islands), kept in step likewise.
+        self.nvlink_free = np.einsum(
+            "ng,ngk->nk", full.astype(np.float64), self.nodes.nvlink_onehot
+        )
+        self.numa_free = np.einsum("ng,ngk->nk", full.astype(np.float64), self.nodes.numa_onehot)
+        # Tasks of pools other than the node's pool (borrowers), per node.
+        self.borrowed_on_node = np.zeros(n, dtype=np.int64)
+        self.pool_tasks = np.zeros(len(self.nodes.pool_names), dtype=np.int64)
+        self.explanations: dict[str, Explanation] = {}
+
+        self.groups: list[GroupInfo] = []
+        self.group_by_uid: dict[str, GroupInfo] = {}
+        for pg in snapshot.groups:
+            if pg.uid in self.group_by_uid:
+                continue
+            g = self._group_info(pg, len(self.groups))
+            self.groups.append(g)
+            self.group_by_uid[pg.uid] = g
+
+        self.tasks: list[TaskInfo] = []
+        self._vectors: dict[tuple[object, ...], tuple[NDArray[np.float64], tuple[int, ...]]] = {}
+        self._by_identity: dict[
+            int, tuple[object, int, tuple[object, ...], NDArray[np.float64], tuple[int, ...]]
+        ] = {}
+        for task in snapshot.tasks:
+            owner = self.group_by_uid.get(task.group)
+            if owner is None or task.status in (TaskStatus.SUCCEEDED, TaskStatus.FAILED):
+                continue
+            info = self._task_info(task, owner)
+            owner.tasks.append(info)
+            self.tasks.append(info)
+            if task.status in (TaskStatus.BOUND, TaskStatus.RELEASING) and task.node is not None:
+                where = self.nodes.position.get(task.node)
+                if where is None:
+                    continue  # bound to a node that left the snapshot: holds nothing we see
+                info.node = where
+                info.held = True
+                info.gpu_ids = task.gpu_ids
+                self._take(info, where, task.gpu_ids)
+            elif task.nominated_node is not None:
+                info.nominated = self.nodes.position.get(task.nominated_node, -1)
+        for g in self.groups:
+            g.tasks.sort(key=lambda t: (-t.replica_priority, t.task.role, t.task.index, t.task.uid))
+        for g in self.groups:
+            for t in g.pending_tasks():
+                self.queues.demand[g.queue] += t.req
+            if not g.tasks and g.pg.phase == GroupPhase.PENDING:
+                self.queues.demand[g.queue] += self.min_resources(g)
+        total = self.nodes.capacity[self.nodes.schedulable].sum(axis=0)
+        self.cluster_total: NDArray[np.float64] = total
+        self.queues.compute_deserved(total)
+
+    # ---------------------------------------------------------------- construction helpers
+
+    def _group_info(self, pg: PodGroup, index: int) -> GroupInfo:
+        queue = self.queues.position.get(pg.queue)
+        if queue is None:
+            queue = -1
+        tenant_priority, can_preempt = 0, True
+        if queue >= 0:
+            for tenant in self.queues.specs[queue].tenants:
+                who = pg.namespace if tenant.kind == TenantKind.NAMESPACE else pg.user
+                if tenant.name == who:
+                    tenant_priority, can_preempt = tenant.priority, tenant.can_preempt
+                    break
+        role_min = {k: v for k, v in pg.min_task_member.items() if v > 0}
+        role_priority: dict[str, int] = {}
+        for spec in pg.replica_specs:
+            role_min[spec.name] = max(role_min.get(spec.name, 0), spec.min_replicas)
+            role_priority[spec.name] = spec.priority
+        return GroupInfo(
+            pg=pg,
+            index=index,
+            queue=queue,
+            pool=self.nodes.pool_position.get(pg.pool, 0),
+            priority=(tenant_priority, pg.priority),
+            can_preempt=can_preempt,
+            role_min={k: v for k, v in role_min.items() if v > 0},
+            role_priority=role_priority,
+            elastic=bool(pg.replica_specs),
+            phase=pg.phase,
+        )
+
+    def _task_info(self, task: Task, group: GroupInfo) -> TaskInfo:
+        space = self.space
+        cards = int(task.requests.get(GPU, 0))
+        milli = task.gpu_milli if cards == 0 and 0 < task.gpu_milli < GPU_MILLI_PER_CARD else 0
+        # Runtimes often share one requests dict between a job's pods: try identity first.
+        cached = self._by_identity.get(id(task.requests))
+        if cached is not None and cached[0] is task.requests and cached[1] == milli:
+            key, req, dims = cached[2], cached[3], cached[4]
+        else:
+            key = (tuple(sorted(task.requests.items())), milli)
+            found = self._vectors.get(key)
+            if found is None:
+                req = space.vector({k: v for k, v in task.requests.items() if k != GPU})
+                req[space.gpu] = cards * GPU_MILLI_PER_CARD + milli
+                req[space.pods] = 1.0
+                req.flags.writeable = False  # shared between tasks of the same shape
+                dims = tuple(int(d) for d in np.flatnonzero(req > 0) if d != space.gpu)
+                self._vectors[key] = (req, dims)
+            else:
+                req, dims = found
+            self._by_identity[id(task.requests)] = (task.requests, milli, key, req, dims)
+        pool_name = task.pool if task.pool is not None else group.pg.pool
+        pool = self.nodes.pool_position.get(pool_name, 0)
+        shape = (
+            key,
+            tuple(sorted(task.node_selector.items())) if task.node_selector else (),
+            task.affinity,
+            task.tolerations,
+        )
+        return TaskInfo(
+            task=task,
+            group=group,
+            req=req,
+            gpu_cards=cards,
+            gpu_milli=milli,
+            shape=shape,
+            pool=pool,
+            replica_priority=group.role_priority.get(task.role, 0),
+            dims=dims,
+        )
+
+    # ---------------------------------------------------------------- raw accounting
+
+    def adjust_card(self, node: int, card: int, delta: float) -> None:
+        """Change a card's free milli, keeping the per-node card statistics in step."""
+        if 0 <= card < self.nodes.gpu_width:
+            self.gpu_free[node, card] += delta
+            self._refresh_cards(node)
+
+    def _refresh_cards(self, node: int) -> None:
+        full = self.gpu_free[node] >= GPU_MILLI_PER_CARD - CARD_EPS
+        self.full_cards[node] = int(full.sum())
+        as_float = full.astype(np.float64)
+        self.nvlink_free[node] = as_float @ self.nodes.nvlink_onehot[node]
+        self.numa_free[node] = as_float @ self.nodes.numa_onehot[node]
+
+    def move(
+        self,
+        tasks: Sequence[TaskInfo],
+        node: int,
+        gpu_ids: Sequence[tuple[int, ...]],
+        sign: int,
+    ) -> None:
+        """Account ``tasks`` onto (sign=+1) or off (sign=-1) ``node``, in one batch.
+
+        Batching matters: a gang's replicas usually land several per node, and per-task numpy
+        row updates dominated the session time before.
+        """
+        t0 = tasks[0]
+        uniform = all(t.req is t0.req and t.group is t0.group for t in tasks)
+        total = t0.req * len(tasks) if uniform else np.sum([t.req for t in tasks], axis=0)
+        self.free[node] -= sign * total
+        if any(gpu_ids):
+            width = self.nodes.gpu_width
+            delta = [0.0] * width
+            for t, ids in zip(tasks, gpu_ids, strict=True):
+                share = self._per_card(t, ids)
+                for card in ids:
+                    if 0 <= card < width:
+                        delta[card] += share
+            self.gpu_free[node] -= sign * np.asarray(delta)
+            self._refresh_cards(node)
+        node_pool = int(self.nodes.node_pool[node])
+        self.pool_tasks[node_pool] += sign * len(tasks)
+        if uniform:
+            t0.group.held_count += sign * len(tasks)
+            if t0.group.queue >= 0:
+                self.queues.add_usage(t0.group.queue, sign * total)
+        else:
+            for t in tasks:
+                t.group.held_count += sign
+                if t.group.queue >= 0:
+                    self.queues.add_usage(t.group.queue, sign * t.req)
+        borrowed = [t for t in tasks if t.pool != node_pool]
+        if borrowed:
+            self.borrowed_on_node[node] += sign * len(borrowed)
+            for t in borrowed:
+                t.group.borrowed_count += sign
+
+    def _take(self, t: TaskInfo, node: int, gpu_ids: tuple[int, ...]) -> None:
+        self.move((t,), node, (gpu_ids,), 1)
+
+    def _give(self, t: TaskInfo, node: int, gpu_ids: tuple[int, ...]) -> None:
+        self.move((t,), node, (gpu_ids,), -1)
+
+    @staticmethod
+    def _per_card(t: TaskInfo, gpu_ids: tuple[int, ...]) -> float:
+        if not gpu_ids:
+            return 0.0
+        if t.gpu_milli:
+            return float(t.gpu_milli)
+        return float(GPU_MILLI_PER_CARD)
+
+    # ---------------------------------------------------------------- queries
+
+    def min_resources(self, g: GroupInfo) -> NDArray[np.float64]:
+        """Resources the gang minimum needs (for enqueue): spec, else from its tasks."""
+        if g.min_vector is not None:
+            return g.min_vector
+        if g.pg.min_resources is not None:
+            vec = self.space.vector(g.pg.min_resources)
+            vec[self.space.pods] = max(vec[self.space.pods], float(g.pg.min_member))
+        else:
+            vec = self.space.zeros()
+            for t in gang_minimum(g, g.tasks):
+                vec += t.req
+        vec.flags.writeable = False
+        g.min_vector = vec
+        return vec
+
+    def is_borrowed(self, t: TaskInfo) -> bool:
+        return t.node >= 0 and int(self.nodes.node_pool[t.node]) != t.pool
+
+    def queue_name(self, g: GroupInfo) -> str:
+        return self.queues.names[g.queue] if g.queue >= 0 else g.pg.queue or DEFAULT_QUEUE
+
+    def explain(self, g: GroupInfo, explanation: Explanation) -> None:
+        self.explanations[g.uid] = explanation
+
+    def privileged(self, g: GroupInfo) -> bool:
+        mark = g.pg.preemption
+        return mark is not None and mark.role == PreemptionRole.PRIVILEGED
+
+    def will_evict(self, g: GroupInfo) -> bool:
+        mark = g.pg.preemption
+        return mark is not None and mark.role == PreemptionRole.WILL_EVICT
+
+
+def gang_minimum(g: GroupInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
+    """Which of ``candidates`` (in task order) make up the gang minimum.
+
+    Every role's minimum first, then the highest-priority remaining tasks until ``minMember``.
+    """
+    chosen: list[TaskInfo] = []
+    taken: set[int] = set()
+    for role, need in g.role_min.items():
+        count = 0
+        for i, t in enumerate(candidates):
+            if count >= need:
+                break
+            if t.task.role == role:
+                chosen.append(t)
+                taken.add(i)
+                count += 1
+    for i, t in enumerate(candidates):
+        if len(chosen) >= g.pg.min_member:
+            break
+        if i not in taken:
+            chosen.append(t)
+    return chosen
