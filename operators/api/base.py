@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Condition",
     "ConditionStatus",
+    "Conditions",
     "DnsLabel",
     "DnsSubdomain",
     "K8sName",
@@ -94,8 +95,6 @@ class SluiceModel(BaseModel):
         populate_by_name=True,
         validate_assignment=True,
         extra="forbid",
-        use_enum_values=False,
-        ser_json_timedelta="iso8601",
     )
 
     #: CEL rules of this class (not inherited: each class lists its own).
@@ -156,12 +155,11 @@ LabelKey = Annotated[str, _check_name(316, LABEL_KEY_PATTERN)]
 """A label key such as `kubernetes.io/hostname`."""
 
 
-def _quantity_to_str(value: Any) -> Any:
-    # YAML gives `cpu: 4` as an int; keep the wire string form so round-trips are stable.
-    if isinstance(value, bool):
-        return value  # rejected below as not a string
-    if isinstance(value, int | Decimal):
-        return str(value)
+def _refuse_numbers(value: Any) -> Any:
+    # Same rule as the CRD (see _QUANTITY_SCHEMA), with a hint instead of "not a string".
+    if isinstance(value, int | float | Decimal) and not isinstance(value, bool):
+        # ValueError, not TypeError: pydantic turns only ValueError into a ValidationError.
+        raise ValueError(f"quantities are strings: write '{value}', not {value}")  # noqa: TRY004
     return value
 
 
@@ -177,8 +175,8 @@ def _check_non_negative(value: str) -> str:
 
 # On the wire a quantity is a string ("8", "500m", "16Gi"), not core/v1's int-or-string: the API
 # server cannot bound the cost of CEL rules over int-or-string values (their size is unknown to
-# its estimator), and the guarantee <= capability rule must run at admission. Python callers may
-# still pass ints; they are stored, and sent, as strings.
+# its estimator), and the guarantee <= capability rule must run at admission. Python callers get
+# the same rule.
 #
 # The format is checked by CEL rather than by `pattern` so the error says what is wrong in words
 # ("must be a non-negative quantity") instead of quoting a regular expression.
@@ -194,11 +192,11 @@ _QUANTITY_SCHEMA: dict[str, Any] = {
 }
 Quantity = Annotated[
     str,
-    BeforeValidator(_quantity_to_str),
+    BeforeValidator(_refuse_numbers),
     AfterValidator(_check_non_negative),
     WithJsonSchema(_QUANTITY_SCHEMA),
 ]
-"""A non-negative Kubernetes quantity ("500m", "16Gi", 4)."""
+"""A non-negative Kubernetes quantity as a string ("500m", "8", "16Gi")."""
 
 
 def _check_resource_names(value: dict[str, str]) -> dict[str, str]:
@@ -263,3 +261,12 @@ class Condition(SluiceModel):
     message: str = Field(default="", max_length=32768)
     last_transition_time: AwareDatetime | None = None
     observed_generation: int | None = Field(default=None, ge=0)
+
+
+Conditions = Annotated[
+    list[Condition],
+    # One entry per type, like every built-in kind, so server-side apply merges them by type.
+    Field(
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]}
+    ),
+]

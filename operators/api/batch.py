@@ -19,7 +19,7 @@ from operators.api.base import (
     MAX_LABEL,
     MAX_POLICIES,
     MAX_TASKS,
-    Condition,
+    Conditions,
     DnsLabel,
     DnsSubdomain,
     PodTemplate,
@@ -607,7 +607,7 @@ class JobStatusBase(StatusModel):
     )
     preemption: PreemptionStatus | None = None
     observed_generation: int | None = None
-    conditions: list[Condition] | None = None
+    conditions: Conditions | None = None
 
 
 class VCJobStatus(JobStatusBase):

@@ -18,7 +18,7 @@ from operators.api import labels
 from operators.api.base import (
     MAX_LABEL,
     MAX_LIST,
-    Condition,
+    Conditions,
     DnsLabel,
     DnsSubdomain,
     Rule,
@@ -150,7 +150,7 @@ class EventSinkStatus(StatusModel):
     last_delivery_time: AwareDatetime | None = None
     last_error: str | None = None
     observed_generation: int | None = None
-    conditions: list[Condition] | None = None
+    conditions: Conditions | None = None
 
 
 class EventSink(Resource):

@@ -17,7 +17,7 @@ from operators.api.base import (
     MAX_LIST,
     MAX_NAME,
     MAX_TASKS,
-    Condition,
+    Conditions,
     DnsLabel,
     DnsSubdomain,
     LabelKey,
@@ -201,7 +201,7 @@ class PoolStatus(StatusModel):
         default=None, description="Requests of this pool's pods waiting to be placed."
     )
     observed_generation: int | None = None
-    conditions: list[Condition] | None = None
+    conditions: Conditions | None = None
 
 
 class Pool(Resource):
@@ -365,7 +365,7 @@ class QueueStatus(StatusModel):
     inqueue: Count | None = Field(default=None, description="PodGroups Inqueue.")
     running: Count | None = Field(default=None, description="PodGroups Running.")
     observed_generation: int | None = None
-    conditions: list[Condition] | None = None
+    conditions: Conditions | None = None
 
 
 class Queue(Resource):
@@ -476,7 +476,7 @@ class PodGroupStatus(StatusModel):
     pending: Count | None = None
     preemption: PreemptionStatus | None = None
     observed_generation: int | None = None
-    conditions: list[Condition] | None = None
+    conditions: Conditions | None = None
 
 
 class PodGroup(Resource):
@@ -555,7 +555,7 @@ class TopologyStatus(StatusModel):
         default=None, description="Number of distinct domains (label values) per level name."
     )
     observed_generation: int | None = None
-    conditions: list[Condition] | None = None
+    conditions: Conditions | None = None
 
 
 class Topology(Resource):

@@ -148,8 +148,11 @@ def test_python_yaml_dict_round_trip_every_kind() -> None:
 
 
 def test_quantities_are_strings_on_the_wire() -> None:
-    spec = QueueSpec.model_validate({"guarantee": {"cpu": 4, "memory": "16Gi"}})
+    spec = QueueSpec.model_validate({"guarantee": {"cpu": "4", "memory": "16Gi"}})
     assert spec.guarantee == {"cpu": "4", "memory": "16Gi"}
+    # Like the CRD: a bare number is refused, with a hint.
+    with pytest.raises(ValidationError, match="quantities are strings: write '4', not 4"):
+        QueueSpec.model_validate({"guarantee": {"cpu": 4}})
     assert quantities(spec.guarantee) == {"cpu": Decimal(4), "memory": Decimal(16 * 2**30)}
     assert quantities(None) == {}
     with pytest.raises(ValidationError, match="invalid resource name"):
