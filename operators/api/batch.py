@@ -367,6 +367,11 @@ class VCJobSpec(JobSpecBase):
         default=None, ge=1, le=2**31 - 1, description="Complete once this many pods succeed."
     )
     plugins: VCJobPlugins | None = None
+    scheduler_name: DnsSubdomain | None = Field(
+        default=None,
+        description="schedulerName for task pods that set none; unset means sluice. Kept so "
+        "Volcano job specs move over unchanged.",
+    )
 
     cel_rules: ClassVar = (
         Rule(
