@@ -20,7 +20,8 @@ CATEGORY: Final = "sluice"
 
 # --- scheduling -----------------------------------------------------------------------------
 POOL: Final = f"{SCHEDULING_GROUP}/pool"
-"""Pod label/annotation: the pool a pod prefers to run in; on nodes, the pool a node belongs to."""
+"""Pod label/annotation: the pool a pod prefers to run in. (Nodes are not labelled: a node's pool
+follows from the Pool selectors, so moving a node between pools never writes to the node.)"""
 QUEUE: Final = f"{SCHEDULING_GROUP}/queue"
 """Pod/job label: the queue (tenant quota) charged for the pod."""
 POD_GROUP: Final = f"{SCHEDULING_GROUP}/pod-group"
