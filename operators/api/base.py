@@ -42,7 +42,7 @@ __all__ = [
     "Conditions",
     "DnsLabel",
     "DnsSubdomain",
-    "K8sName",
+    "LabelKey",
     "ObjectMeta",
     "PodTemplate",
     "Quantity",
@@ -62,6 +62,7 @@ MAX_RESOURCES = 32
 MAX_TASKS = 64
 MAX_POLICIES = 32
 MAX_LIST = 256
+MAX_QUANTITY = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,7 +151,6 @@ DnsLabel = Annotated[str, _check_name(MAX_LABEL, DNS_LABEL_PATTERN)]
 """A DNS-1123 label: task names, queue names, tier names."""
 DnsSubdomain = Annotated[str, _check_name(MAX_NAME, DNS_SUBDOMAIN_PATTERN)]
 """A DNS-1123 subdomain: object names such as priority classes and pools."""
-K8sName = DnsSubdomain
 LabelKey = Annotated[str, _check_name(316, LABEL_KEY_PATTERN)]
 """A label key such as `kubernetes.io/hostname`."""
 
@@ -164,6 +164,8 @@ def _refuse_numbers(value: Any) -> Any:
 
 
 def _check_non_negative(value: str) -> str:
+    if len(value) > MAX_QUANTITY:
+        raise ValueError(f"quantity longer than {MAX_QUANTITY} characters")
     try:
         parsed = parse_quantity(value)
     except InvalidQuantityError as exc:
@@ -182,7 +184,7 @@ def _check_non_negative(value: str) -> str:
 # ("must be a non-negative quantity") instead of quoting a regular expression.
 _QUANTITY_SCHEMA: dict[str, Any] = {
     "type": "string",
-    "maxLength": 64,
+    "maxLength": MAX_QUANTITY,
     "x-kubernetes-validations": [
         Rule(
             "isQuantity(self) && !self.startsWith('-')",
