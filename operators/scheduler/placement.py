@@ -141,11 +141,12 @@ def _place_flat(
     mask: NDArray[np.bool_],
     kind: Placement,
     where: str,
+    split_units: bool = True,
 ) -> PlaceFailure | None:
     units: dict[str, list[TaskInfo]] = defaultdict(list)
     loose: list[TaskInfo] = []
     for t in tasks:
-        if t.task.unit:
+        if t.task.unit and split_units:
             units[t.task.unit].append(t)
         else:
             loose.append(t)
@@ -155,7 +156,9 @@ def _place_flat(
             if level is None:
                 loose.extend(unit_tasks)
                 continue
-            failure = _place_in_one_domain(ssn, stmt, unit_tasks, mask, kind, level, where)
+            failure = _place_in_one_domain(
+                ssn, stmt, unit_tasks, mask, kind, level, where, split_units=False
+            )
             if failure is not None:
                 return failure
     for shape_tasks in _by_shape(loose):
@@ -186,6 +189,7 @@ def _place_in_one_domain(
     kind: Placement,
     level: int,
     where: str,
+    split_units: bool = True,
 ) -> PlaceFailure | None:
     """All ``tasks`` inside one domain of tier ``level``: fullest feasible domain first."""
     state = ssn.state
@@ -221,7 +225,13 @@ def _place_in_one_domain(
     for domain in order[:_DOMAIN_TRIES].tolist():
         mark = stmt.mark()
         last = _place_flat(
-            ssn, stmt, tasks, mask & (domains == domain), kind, f"{where} {tier} {domain}"
+            ssn,
+            stmt,
+            tasks,
+            mask & (domains == domain),
+            kind,
+            f"{where} {tier} {domain}",
+            split_units,
         )
         if last is None:
             return None

@@ -85,6 +85,7 @@ class GroupInfo:
     admitted_now: bool = False
     attempted: bool = False  # allocate tried and failed: candidate for preempt/reclaim
     preemption_done: bool = False  # preempt/reclaim handled it this session
+    borrow_later: bool = False  # own pool full: may borrow once preempt/reclaim had a go
     failure: Explanation | None = None
     held_count: int = 0  # tasks holding resources (kept by SessionState.move)
     borrowed_count: int = 0  # of which running outside their own pool

@@ -53,7 +53,7 @@ def run(ssn: Session) -> None:
         allocate_group(ssn, g, AllocatePass.BORROW)
 
 
-def allocate_group(ssn: Session, g: GroupInfo, phase: AllocatePass) -> str:
+def allocate_group(ssn: Session, g: GroupInfo, phase: AllocatePass, *, borrow: bool = False) -> str:
     """Try to place ``g``'s gang minimum. Returns "placed", "share" (refused by the share
     rule only, worth a borrow pass) or "failed"."""
     state, ext = ssn.state, ssn.ext
@@ -83,7 +83,15 @@ def allocate_group(ssn: Session, g: GroupInfo, phase: AllocatePass) -> str:
         return "failed"
     failures: list[str] = []
     first_code: ReasonCode | None = None
-    for node_set in ext.candidate_sets(g, state.nodes.schedulable):
+    sets = ext.candidate_sets(g, state.nodes.schedulable)
+    if borrow:
+        next(sets, None)  # the own pool was tried by allocate already
+    for node_set in sets:
+        if node_set.borrowed and not borrow:
+            # DESIGN: on shortage, preempt inside the own pool first; borrowing comes after
+            # preempt and reclaim (backfill's first step) for groups they could not help.
+            g.borrow_later = True
+            break
         stmt = Statement(state)
         failure = place_group_tasks(
             ssn, stmt, g, tasks, node_set.mask, Placement.BIND, node_set.label
@@ -104,6 +112,10 @@ def allocate_group(ssn: Session, g: GroupInfo, phase: AllocatePass) -> str:
             first_code = first_code or failure.code
             failures.append(f"in {node_set.label}: {failure.message}")
     g.attempted = True
+    if borrow and not failures:
+        return "failed"  # no lender could be tried: keep the own-pool explanation
     message = "; ".join(failures) if failures else "gang not ready"
+    if borrow and (old := state.explanations.get(g.uid)) is not None:
+        message = f"{old.message}; {message}"
     state.explain(g, Explanation(g.uid, first_code or ReasonCode.UNSCHEDULABLE, message))
     return "failed"

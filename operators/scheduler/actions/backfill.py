@@ -1,6 +1,10 @@
-"""backfill: grow groups whose gang is already satisfied into idle room, one pod at a time.
+"""backfill: fill what is still idle, after every reserved placement of the session.
 
-This is where elastic groups grow from min toward max (higher replica priority first) and where
+1. borrowing: groups whose own pool was full, and that neither preempt nor reclaim helped,
+   try the pools they may borrow from (DESIGN: preempt inside the own pool first, then borrow);
+2. growth: groups whose gang is already satisfied grow into idle room, one pod at a time.
+
+Growth is where elastic groups grow from min toward max (higher replica priority first) and where
 a plain group's pods beyond ``minMember`` land. It runs last, on what is idle after every gang
 minimum, nomination and reservation of this session has been placed, so it never delays reserved
 work. A group stops growing at its first pod that does not fit (keeps replica priority order).
@@ -12,8 +16,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from operators.scheduler.actions.allocate import allocate_group
+from operators.scheduler.actions.ordering import round_robin
 from operators.scheduler.decisions import Explanation, ReasonCode
-from operators.scheduler.framework import NodeSet, Vote
+from operators.scheduler.framework import AllocatePass, NodeSet, Vote
 from operators.scheduler.placement import place_group_tasks
 from operators.scheduler.snapshot import GroupPhase, TopologyMode
 from operators.scheduler.state import Placement
@@ -39,7 +45,19 @@ def _domain_mask(ssn: Session, g: GroupInfo, base: NodeSet) -> NodeSet:
     return NodeSet(base.label, base.mask & (domains == domains[held[0].node]), base.borrowed)
 
 
+def borrow(ssn: Session) -> None:
+    """Groups whose own pool is full and that no preemption helped may borrow idle room."""
+    waiting = [
+        g
+        for g in ssn.state.groups
+        if g.borrow_later and not g.preemption_done and not g.gang_satisfied()
+    ]
+    for g in round_robin(ssn, waiting):
+        allocate_group(ssn, g, AllocatePass.BORROW, borrow=True)
+
+
 def run(ssn: Session) -> None:
+    borrow(ssn)
     state, ext = ssn.state, ssn.ext
     growing = [
         g

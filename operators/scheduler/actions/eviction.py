@@ -90,9 +90,11 @@ def victim_units(state: SessionState, preemptor: GroupInfo, purpose: Purpose) ->
         if not running:
             continue
         borrowed = any(state.is_borrowed(t) for t in running)
-        surplus = _surplus(state, h)
-        if surplus:
-            out.append(VictimUnit(h, tuple(surplus), surplus=True, borrowed=borrowed))
+        # Surplus replicas go one at a time (shrink only as far as needed), in shrink order.
+        out.extend(
+            VictimUnit(h, (t,), surplus=True, borrowed=state.is_borrowed(t))
+            for t in _surplus(state, h)
+        )
         out.append(VictimUnit(h, tuple(running), surplus=False, borrowed=borrowed))
     return out
 

@@ -68,7 +68,11 @@ def _victim_filter(preemptor: GroupInfo, unit: VictimUnit, purpose: Purpose) -> 
 
 
 def _victim_key(preemptor: GroupInfo, unit: VictimUnit) -> SortKey:
-    return (0.0 if unit.surplus else 1.0,)
+    if unit.surplus:
+        # Shrink order inside a group: lowest replica priority, then highest index first.
+        t = unit.tasks[0]
+        return (0.0, float(t.replica_priority), -float(t.task.index))
+    return (1.0, 0.0, 0.0)
 
 
 def register(state: SessionState, ext: Extensions) -> None:

@@ -1,0 +1,226 @@
+"""preempt action: priority, tenants, delayed preemption, never evicting in vain."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from operators.scheduler import SessionConfig, run_session
+from operators.scheduler.decisions import (
+    EvictReason,
+    MarkPrivileged,
+    MarkWillEvict,
+    ReasonCode,
+    RevertDelayedPreemption,
+)
+from operators.scheduler.session import ActionName
+from operators.scheduler.snapshot import (
+    GroupPhase,
+    PodGroup,
+    PreemptionMark,
+    PreemptionRole,
+    Queue,
+    Snapshot,
+    Tenant,
+)
+
+from .builders import binds, evictions, group, node, nominations, tasks
+
+
+def _full_cluster(preemptor_priority: int = 100, **preemptor: object) -> Snapshot:
+    return Snapshot(
+        now=1000.0,
+        nodes=(node("n0", cpu=8), node("n1", cpu=8)),
+        groups=(
+            group("low", min_member=2, phase=GroupPhase.RUNNING, **preemptor),  # type: ignore[arg-type]
+            group("high", min_member=2, priority=preemptor_priority),
+        ),
+        tasks=(*tasks("low", 2, cpu=8, on=["n0", "n1"]), *tasks("high", 2, cpu=8)),
+    )
+
+
+def test_equal_priority_does_not_preempt() -> None:
+    result = run_session(_full_cluster(preemptor_priority=0))
+    assert not evictions(result)
+    assert result.explanations["high"].code == ReasonCode.UNSCHEDULABLE
+
+
+def test_never_evicts_for_a_job_that_still_would_not_fit() -> None:
+    snap = Snapshot(
+        now=0,
+        nodes=(node("n0", cpu=8), node("n1", cpu=8)),
+        groups=(
+            group("low", phase=GroupPhase.RUNNING),
+            group("big", min_member=3, priority=100),
+        ),
+        tasks=(*tasks("low", 1, cpu=8, on=["n0"]), *tasks("big", 3, cpu=8)),
+    )
+    result = run_session(snap)
+    assert not evictions(result)
+    assert "would not make it fit" in result.explanations["big"].message
+
+
+def test_only_the_needed_victims_go() -> None:
+    snap = Snapshot(
+        now=0,
+        nodes=(node("n0", cpu=8), node("n1", cpu=8), node("n2", cpu=8)),
+        groups=(
+            group("v0", phase=GroupPhase.RUNNING),
+            group("v1", phase=GroupPhase.RUNNING),
+            group("v2", phase=GroupPhase.RUNNING),
+            group("p", priority=100),
+        ),
+        tasks=(
+            *tasks("v0", 1, cpu=8, on=["n0"]),
+            *tasks("v1", 1, cpu=8, on=["n1"]),
+            *tasks("v2", 1, cpu=8, on=["n2"]),
+            *tasks("p", 1, cpu=8),
+        ),
+    )
+    result = run_session(snap)
+    assert len(evictions(result)) == 1
+    assert len(nominations(result)) == 1
+
+
+def test_victims_least_disruption_first() -> None:
+    snap = Snapshot(
+        now=0,
+        nodes=(node("n0", cpu=8),),
+        groups=(
+            group("many", min_member=4, phase=GroupPhase.RUNNING),
+            group("one", phase=GroupPhase.RUNNING),
+            group("p", priority=100),
+        ),
+        tasks=(
+            *tasks("many", 4, cpu=1, on=["n0"]),
+            *tasks("one", 1, cpu=4, on=["n0"]),
+            *tasks("p", 1, cpu=4),
+        ),
+    )
+    [evicted] = evictions(run_session(snap))
+    assert evicted.group == "one"
+
+
+def test_tenant_without_can_preempt_cannot_preempt() -> None:
+    queue = Queue("q", tenants=(Tenant("ns", priority=0, can_preempt=False),))
+    snap = Snapshot(
+        now=0,
+        nodes=(node("n0", cpu=8),),
+        queues=(queue,),
+        groups=(
+            group("low", queue="q", phase=GroupPhase.RUNNING),
+            group("p", queue="q", priority=100),
+        ),
+        tasks=(*tasks("low", 1, cpu=8, on=["n0"]), *tasks("p", 1, cpu=8)),
+    )
+    assert not evictions(run_session(snap))
+
+
+def test_tenant_priority_outranks_job_priority() -> None:
+    # Same namespace "ns" for both builders' groups; user tenants tell them apart.
+    from operators.scheduler.snapshot import TenantKind
+
+    queue = Queue(
+        "q",
+        tenants=(
+            Tenant("alice", TenantKind.USER, priority=10),
+            Tenant("bob", TenantKind.USER, priority=0),
+        ),
+    )
+    snap = Snapshot(
+        now=0,
+        nodes=(node("n0", cpu=8),),
+        queues=(queue,),
+        groups=(
+            group("bob-job", queue="q", user="bob", priority=1000, phase=GroupPhase.RUNNING),
+            group("alice-job", queue="q", user="alice", priority=0),
+        ),
+        tasks=(*tasks("bob-job", 1, cpu=8, on=["n0"]), *tasks("alice-job", 1, cpu=8)),
+    )
+    [evicted] = evictions(run_session(snap))
+    assert evicted.group == "bob-job"
+
+
+def test_pool_with_preemption_disabled_does_not_preempt() -> None:
+    from operators.scheduler.snapshot import LabelSelector, Pool
+
+    snap = Snapshot(
+        now=0,
+        nodes=(node("n0", cpu=8, labels={"p": "a"}),),
+        pools=(Pool("a", LabelSelector({"p": "a"}), disable_preemption=True),),
+        groups=(
+            group("low", pool="a", phase=GroupPhase.RUNNING),
+            group("high", pool="a", priority=100),
+        ),
+        tasks=(*tasks("low", 1, cpu=8, on=["n0"]), *tasks("high", 1, cpu=8)),
+    )
+    assert not evictions(run_session(snap))
+
+
+def test_delayed_preemption_marks_then_evicts_at_the_deadline() -> None:
+    first = run_session(_full_cluster(preemption_grace=120.0))
+    assert not evictions(first)
+    assert MarkPrivileged("high", ("low",), 1120.0) in first.decisions
+    [will_evict] = [d for d in first.decisions if isinstance(d, MarkWillEvict)]
+    assert will_evict.victim == "low"
+    assert will_evict.deadline == 1120.0
+    explanation = first.explanations["high"]
+    assert explanation.code == ReasonCode.WAITING_FOR_VICTIMS
+    assert "after 120 s" in explanation.message
+
+    def marked(now: float) -> Snapshot:
+        base = _full_cluster(preemption_grace=120.0)
+        low, high = base.groups
+        return Snapshot(
+            now=now,
+            nodes=base.nodes,
+            groups=(
+                _with(low, PreemptionMark(PreemptionRole.WILL_EVICT, ("high",), 1120.0)),
+                _with(high, PreemptionMark(PreemptionRole.PRIVILEGED, ("low",), 1120.0)),
+            ),
+            tasks=base.tasks,
+        )
+
+    waiting = run_session(marked(1060.0))
+    assert not evictions(waiting)
+    assert waiting.explanations["high"].code == ReasonCode.WAITING_FOR_VICTIMS
+
+    due = run_session(marked(1120.0))
+    [evicted] = evictions(due)
+    assert evicted.group == "low"
+    assert evicted.reason == EvictReason.DELAYED_PREEMPTION_DUE
+    assert len(nominations(due)) == 2
+    assert any(isinstance(d, RevertDelayedPreemption) for d in due.decisions)
+
+
+def test_delayed_preemption_reverts_when_the_preemptor_is_gone() -> None:
+    base = _full_cluster(preemption_grace=120.0)
+    low = _with(base.groups[0], PreemptionMark(PreemptionRole.WILL_EVICT, ("high",), 1120.0))
+    snap = Snapshot(now=1000.0, nodes=base.nodes, groups=(low,), tasks=base.tasks[:2])
+    result = run_session(snap)
+    assert RevertDelayedPreemption(("low",), "the preemptor is gone") in result.decisions
+
+
+def test_delayed_victims_are_not_taken_by_a_third_job() -> None:
+    base = _full_cluster()
+    low = _with(base.groups[0], PreemptionMark(PreemptionRole.WILL_EVICT, ("high",), 5000.0))
+    high = _with(base.groups[1], PreemptionMark(PreemptionRole.PRIVILEGED, ("low",), 5000.0))
+    third = group("third", min_member=2, priority=500)
+    snap = Snapshot(
+        now=1000.0,
+        nodes=base.nodes,
+        groups=(low, high, third),
+        tasks=(*base.tasks, *tasks("third", 2, cpu=8)),
+    )
+    result = run_session(snap)
+    assert not evictions(result)
+    assert not any(isinstance(d, MarkPrivileged) for d in result.decisions)
+
+
+def test_preempt_disabled_by_config() -> None:
+    config = SessionConfig(actions=(ActionName.ENQUEUE, ActionName.ALLOCATE))
+    assert not evictions(run_session(_full_cluster(), config))
+    assert not binds(run_session(_full_cluster(), config))
+
+
+def _with(g: PodGroup, mark: PreemptionMark) -> PodGroup:
+    return dataclasses.replace(g, preemption=mark)
