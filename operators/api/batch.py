@@ -193,6 +193,13 @@ class LifecyclePolicy(SluiceModel):
             "policies[].exitCode must not be 0 (0 means success)",
             field_path=".exitCode",
         ),
+        # Every pod passes through Pending: without a timeout the policy would fire at once.
+        Rule(
+            "has(self.timeout) || !((has(self.event) && self.event == 'PodPending') || "
+            "(has(self.events) && 'PodPending' in self.events))",
+            "policies[]: event PodPending needs a timeout",
+            field_path=".timeout",
+        ),
     )
 
     @model_validator(mode="after")
@@ -206,6 +213,8 @@ class LifecyclePolicy(SluiceModel):
             raise ValueError(self.cel_rules[2].message)
         if self.exit_code == 0:
             raise ValueError(self.cel_rules[3].message)
+        if PolicyEvent.POD_PENDING in self.triggers() and self.timeout is None:
+            raise ValueError(self.cel_rules[4].message)
         return self
 
     def triggers(self) -> list[PolicyEvent]:
