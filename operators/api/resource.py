@@ -59,10 +59,6 @@ class Resource(SluiceModel):
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
 
     @classmethod
-    def kind_name(cls) -> str:
-        return cls.__name__
-
-    @classmethod
     def api_version_str(cls) -> str:
         return f"{cls.group}/{cls.version}"
 
