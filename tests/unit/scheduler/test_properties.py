@@ -1,0 +1,316 @@
+"""Property tests: random clusters and workloads, invariants after every session."""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from operators.scheduler import run_session
+from operators.scheduler.decisions import Bind, Evict, Nominate
+from operators.scheduler.snapshot import (
+    GPU,
+    GpuTopology,
+    GroupPhase,
+    LabelSelector,
+    NetworkTopology,
+    Node,
+    PodGroup,
+    Pool,
+    Queue,
+    ReplicaSpec,
+    Snapshot,
+    Task,
+    TaskStatus,
+    Topology,
+    TopologyLevel,
+    TopologyMode,
+)
+
+from .simulate import advance, assert_gangs_all_or_nothing, assert_no_node_overcommitted, holdings
+
+# One knob for the whole file: the unit suite must stay well under a minute on 2 cores.
+EXAMPLES = int(os.environ.get("SLUICE_SCHEDULER_EXAMPLES", "100"))
+PROFILE = settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+LAYOUT = GpuTopology(numa=((0, 1, 2, 3), (4, 5, 6, 7)), nvlink=((0, 1), (2, 3), (4, 5), (6, 7)))
+TOPO = Topology(
+    name="t",
+    levels=(TopologyLevel("tor", "tor"), TopologyLevel("hostname", "kubernetes.io/hostname")),
+)
+POOLS = (Pool("a", LabelSelector({"pool": "a"})), Pool("b", LabelSelector({"pool": "b"})))
+
+
+@st.composite
+def clusters(draw: st.DrawFn) -> tuple[Node, ...]:
+    count = draw(st.integers(1, 6))
+    nodes = []
+    for i in range(count):
+        gpus = draw(st.sampled_from((0, 4, 8)))
+        alloc = {"cpu": draw(st.integers(2, 16)) * 1000, "memory": 64 * 2**30}
+        alloc["pods"] = draw(st.integers(2, 12))
+        if gpus:
+            alloc[GPU] = gpus
+        nodes.append(
+            Node(
+                name=f"n{i}",
+                allocatable=alloc,
+                labels={
+                    "pool": draw(st.sampled_from(("a", "b", "none"))),
+                    "tor": f"t{i % 2}",
+                    "kubernetes.io/hostname": f"n{i}",
+                },
+                gpu_topology=LAYOUT if gpus == 8 else GpuTopology(),
+                unschedulable=draw(st.booleans()) and i == 0,
+            )
+        )
+    return tuple(nodes)
+
+
+@st.composite
+def queue_trees(draw: st.DrawFn) -> tuple[Queue, ...]:
+    def cap() -> dict[str, int]:
+        if draw(st.booleans()):
+            return {}
+        return {"cpu": draw(st.integers(2, 40)) * 1000}
+
+    return (
+        Queue("dept", capability=cap()),
+        Queue("q1", parent="dept", weight=draw(st.integers(1, 3)), capability=cap()),
+        Queue("q2", parent="dept", weight=draw(st.integers(1, 3)), overcommit=draw(st.booleans())),
+        Queue("q3", weight=draw(st.integers(1, 3)), capability=cap()),
+    )
+
+
+@st.composite
+def workloads(draw: st.DrawFn, prefix: str) -> tuple[list[PodGroup], list[Task]]:
+    groups: list[PodGroup] = []
+    tasks: list[Task] = []
+    for g in range(draw(st.integers(1, 6))):
+        uid = f"{prefix}{g}"
+        minimum = draw(st.integers(1, 3))
+        extra = draw(st.integers(0, 2))
+        elastic = draw(st.booleans()) and extra > 0
+        kind = draw(st.sampled_from(("cpu", "gpu", "frac")))
+        requests = {"cpu": draw(st.integers(1, 4)) * 1000, "memory": 2**30}
+        milli = 0
+        if kind == "gpu":
+            requests[GPU] = draw(st.sampled_from((1, 2, 4)))
+        elif kind == "frac":
+            milli = draw(st.sampled_from((250, 500, 700)))
+        topo = None
+        if draw(st.integers(0, 4)) == 0:
+            topo = NetworkTopology(draw(st.sampled_from(list(TopologyMode))), "tor")
+        groups.append(
+            PodGroup(
+                uid=uid,
+                namespace="ns",
+                name=uid,
+                queue=draw(st.sampled_from(("q1", "q2", "q3", "default"))),
+                pool=draw(st.sampled_from(("a", "b", "default"))),
+                min_member=minimum,
+                replica_specs=(ReplicaSpec("w", minimum, minimum + extra),) if elastic else (),
+                priority=draw(st.integers(0, 2)),
+                overcommit=draw(st.booleans()),
+                network_topology=topo,
+                phase=draw(st.sampled_from((GroupPhase.PENDING, GroupPhase.INQUEUE))),
+                preemption_grace=draw(st.sampled_from((None, None, 30.0))),
+                created=float(g),
+            )
+        )
+        tasks.extend(
+            Task(
+                uid=f"{uid}-{i}",
+                group=uid,
+                namespace="ns",
+                name=f"{uid}-{i}",
+                role="w",
+                index=i,
+                requests=requests,
+                gpu_milli=milli,
+            )
+            for i in range(minimum + extra)
+        )
+    return groups, tasks
+
+
+def _capability_ok(snap: Snapshot, result: object) -> None:
+    """No queue (with its descendants) above capability, unless overcommit is in play."""
+    from operators.scheduler.session import SessionResult
+
+    assert isinstance(result, SessionResult)
+    queues = {q.name: q for q in snap.queues}
+    groups = {g.uid: g for g in snap.groups}
+    used: dict[str, int] = defaultdict(int)
+    overcommitted: set[str] = set()
+    for held in holdings(snap, result).values():
+        for t in held:
+            g = groups[t.group]
+            name: str | None = g.queue
+            while name is not None and name in queues:
+                used[name] += t.requests.get("cpu", 0)
+                if g.overcommit and queues[g.queue].overcommit:
+                    overcommitted.add(name)
+                name = queues[name].parent
+    for name, q in queues.items():
+        cap = q.capability.get("cpu")
+        if cap is not None and name not in overcommitted:
+            assert used[name] <= cap, (name, used[name], cap)
+
+
+@PROFILE
+@given(clusters(), queue_trees(), workloads("a"), workloads("b"), st.booleans())
+def test_invariants_hold_after_every_session(
+    nodes: tuple[Node, ...],
+    queues: tuple[Queue, ...],
+    first: tuple[list[PodGroup], list[Task]],
+    second: tuple[list[PodGroup], list[Task]],
+    with_topology: bool,
+) -> None:
+    snap = Snapshot(
+        now=0.0,
+        nodes=nodes,
+        queues=queues,
+        pools=POOLS,
+        groups=tuple(first[0]),
+        tasks=tuple(first[1]),
+        topology=TOPO if with_topology else None,
+    )
+    for step in range(3):
+        result = run_session(snap)
+        assert_no_node_overcommitted(snap, result)
+        assert_gangs_all_or_nothing(snap, result)
+        _capability_ok(snap, result)
+        # Every group that still waits has a reason.
+        served = {d.task for d in result.decisions if isinstance(d, Bind | Nominate)}
+        for g in snap.groups:
+            waiting = [
+                t
+                for t in snap.tasks
+                if t.group == g.uid and t.status == TaskStatus.PENDING and t.uid not in served
+            ]
+            if waiting:
+                assert g.uid in result.explanations, g.uid
+        snap = advance(snap, result, now=30.0 * (step + 1))
+        if step == 0:
+            snap = Snapshot(
+                now=snap.now,
+                nodes=snap.nodes,
+                queues=snap.queues,
+                pools=snap.pools,
+                groups=(*snap.groups, *second[0]),
+                tasks=(*snap.tasks, *second[1]),
+                topology=snap.topology,
+            )
+
+
+@PROFILE
+@given(
+    st.integers(2, 5),
+    st.integers(2, 8),
+    st.integers(1, 8),
+    st.integers(0, 12),
+)
+def test_guarantee_is_honoured_when_demanded(
+    node_count: int, cpus: int, guarantee: int, demand: int
+) -> None:
+    """Single resource, single-pod jobs (no fragmentation): a queue asking for up to its
+    guarantee gets it back from a queue that borrowed the whole cluster."""
+    total = node_count * cpus
+    guarantee = min(guarantee, total)
+    nodes = tuple(
+        Node(name=f"n{i}", allocatable={"cpu": cpus * 1000, "pods": 100}) for i in range(node_count)
+    )
+    queues = (Queue("owner", guarantee={"cpu": guarantee * 1000}), Queue("borrower"))
+    hog = [
+        PodGroup(uid=f"h{i}", namespace="ns", name=f"h{i}", queue="borrower", created=float(i))
+        for i in range(total)
+    ]
+    hog_tasks = [
+        Task(uid=f"h{i}-0", group=f"h{i}", namespace="ns", name=f"h{i}", requests={"cpu": 1000})
+        for i in range(total)
+    ]
+    snap = Snapshot(now=0.0, nodes=nodes, queues=queues, groups=tuple(hog), tasks=tuple(hog_tasks))
+    snap = advance(snap, run_session(snap), now=1.0)
+    want = [
+        PodGroup(uid=f"o{i}", namespace="ns", name=f"o{i}", queue="owner", created=100.0 + i)
+        for i in range(demand)
+    ]
+    want_tasks = [
+        Task(uid=f"o{i}-0", group=f"o{i}", namespace="ns", name=f"o{i}", requests={"cpu": 1000})
+        for i in range(demand)
+    ]
+    snap = Snapshot(
+        now=1.0,
+        nodes=nodes,
+        queues=queues,
+        groups=(*snap.groups, *want),
+        tasks=(*snap.tasks, *want_tasks),
+    )
+    result = run_session(snap)
+    assert_no_node_overcommitted(snap, result)
+    got = sum(
+        1 for d in result.decisions if isinstance(d, Bind | Nominate) and d.group.startswith("o")
+    )
+    assert got >= min(guarantee, demand)
+
+
+@PROFILE
+@given(st.integers(1, 4), st.integers(1, 4), st.integers(1, 6), st.integers(0, 6))
+def test_no_borrowed_task_where_the_owner_pools_own_work_fits_after_reclaim(
+    owner_nodes: int, other_nodes: int, borrowers: int, own: int
+) -> None:
+    nodes = tuple(
+        Node(name=f"y{i}", allocatable={"cpu": 4000, "pods": 100}, labels={"pool": "b"})
+        for i in range(owner_nodes)
+    ) + tuple(
+        Node(name=f"x{i}", allocatable={"cpu": 4000, "pods": 100}, labels={"pool": "a"})
+        for i in range(other_nodes)
+    )
+    # Pool a's jobs fill pool a and spill (borrow) onto pool b.
+    spill = [
+        PodGroup(uid=f"s{i}", namespace="ns", name=f"s{i}", pool="a", created=float(i))
+        for i in range(other_nodes + borrowers)
+    ]
+    spill_tasks = [
+        Task(uid=f"s{i}-0", group=f"s{i}", namespace="ns", name=f"s{i}", requests={"cpu": 4000})
+        for i in range(other_nodes + borrowers)
+    ]
+    snap = Snapshot(
+        now=0.0, nodes=nodes, pools=POOLS, groups=tuple(spill), tasks=tuple(spill_tasks)
+    )
+    snap = advance(snap, run_session(snap), now=1.0)
+    home = [
+        PodGroup(uid=f"o{i}", namespace="ns", name=f"o{i}", pool="b", created=100.0 + i)
+        for i in range(own)
+    ]
+    home_tasks = [
+        Task(uid=f"o{i}-0", group=f"o{i}", namespace="ns", name=f"o{i}", requests={"cpu": 4000})
+        for i in range(own)
+    ]
+    snap = Snapshot(
+        now=1.0,
+        nodes=nodes,
+        pools=POOLS,
+        groups=(*snap.groups, *home),
+        tasks=(*snap.tasks, *home_tasks),
+    )
+    result = run_session(snap)
+    assert_no_node_overcommitted(snap, result)
+    served = {d.group for d in result.decisions if isinstance(d, Bind | Nominate)}
+    waiting = [g for g in home if g.uid not in served]
+    evicted = {uid for d in result.decisions if isinstance(d, Evict) for uid in d.tasks}
+    still_borrowed = [
+        t
+        for t in snap.tasks
+        if t.node is not None
+        and t.node.startswith("y")
+        and t.group.startswith("s")
+        and t.uid not in evicted
+    ]
+    assert not (waiting and still_borrowed), (len(waiting), len(still_borrowed))
