@@ -1,0 +1,442 @@
+"""The `scheduler` operator against the real local control plane (small profile: 16 kwok nodes
+with 8 GPUs each, NVLink islands {0-3} and {4-7}).
+
+The scheduler runs as a subprocess (`python -m operators scheduler`), so SIGKILL and restart are
+real. Each test uses its own Lease name, so a killed scheduler of one test never delays another.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+import uuid
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client, watch
+
+pytestmark = pytest.mark.e2e
+
+GPU = "nvidia.com/gpu"
+GPU_IDS = "scheduling.sluice.dev/gpu-ids"
+POD_GROUP = "scheduling.sluice.dev/pod-group"
+NODE_GPUS = 8
+NVLINK_ISLANDS = ({0, 1, 2, 3}, {4, 5, 6, 7})
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Scheduler:
+    """One `python -m operators scheduler` process; restartable, killable, with its log kept."""
+
+    def __init__(self, kubeconfig: Path, log_dir: Path, lease: str, identity: str) -> None:
+        self.kubeconfig = kubeconfig
+        self.log_path = log_dir / f"scheduler-{identity}.log"
+        self.lease = lease
+        self.identity = identity
+        self.port = free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.extra: list[str] = []
+
+    def start(self, *extra: str) -> Scheduler:
+        self.extra = list(extra) or self.extra
+        cmd = [
+            sys.executable,
+            "-m",
+            "operators",
+            "scheduler",
+            f"--kubeconfig={self.kubeconfig}",
+            f"--metrics-port={self.port}",
+            "--metrics-host=127.0.0.1",
+            f"--lease-name={self.lease}",
+            f"--identity={self.identity}",
+            "--lease-duration-seconds=6",
+            "--renew-deadline-seconds=4",
+            "--retry-period-seconds=1",
+            "--half-bound-grace-seconds=5",
+            "--log-level=DEBUG",
+            *self.extra,
+        ]
+        with self.log_path.open("ab") as out:
+            out.write(f"\n$ {' '.join(cmd)}\n".encode())
+            out.flush()
+            self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+        return self
+
+    def get(self, path: str) -> tuple[int, str]:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=2) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as err:
+            return err.code, ""
+        except OSError:
+            return 0, ""
+
+    def wait_ready(self, timeout: float = 30) -> None:
+        wait_for(lambda: self.get("/readyz")[0] == 200, timeout, "scheduler /readyz", self)
+
+    def metric(self, name: str) -> float:
+        _, text = self.get("/metrics")
+        for line in text.splitlines():
+            if line.startswith((name + " ", name + "{")):
+                return float(line.rsplit(" ", 1)[1])
+        return 0.0
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            self.proc.wait(20)
+
+    def stop(self) -> None:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.kill(signal.SIGTERM)
+        self.kill(signal.SIGKILL)
+
+    def log(self, lines: int = 60) -> str:
+        text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+        return "\n".join(text.splitlines()[-lines:])
+
+
+def wait_for(
+    predicate: Callable[[], Any],
+    timeout: float,
+    what: str,
+    scheduler: Scheduler | None = None,
+    interval: float = 0.2,
+) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    tail = f"\nscheduler log:\n{scheduler.log()}" if scheduler else ""
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}{tail}")
+
+
+@pytest.fixture
+def core(k8s: client.ApiClient) -> client.CoreV1Api:
+    return client.CoreV1Api(k8s)
+
+
+@pytest.fixture
+def custom(k8s: client.ApiClient) -> client.CustomObjectsApi:
+    return client.CustomObjectsApi(k8s)
+
+
+@pytest.fixture
+def start_scheduler(cluster: Any, tmp_path: Path) -> Iterator[Callable[..., Scheduler]]:
+    lease = f"sluice-e2e-{uuid.uuid4().hex[:8]}"
+    started: list[Scheduler] = []
+
+    def start(*extra: str, identity: str = "a") -> Scheduler:
+        sched = Scheduler(Path(cluster.kubeconfig), tmp_path, lease, identity).start(*extra)
+        started.append(sched)
+        return sched
+
+    yield start
+    for sched in started:
+        sched.stop()
+    # Captured by pytest and shown only when the test fails.
+    for sched in started:
+        sys.stderr.write(f"\n----- {sched.log_path} -----\n{sched.log(200)}\n")
+
+
+def pod(
+    name: str,
+    gpus: int = 0,
+    *,
+    group: str = "",
+    cpu: str = "1",
+    annotations: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    ann = dict(annotations or {})
+    if group:
+        ann[POD_GROUP] = group
+    limits = {GPU: str(gpus)} if gpus else {}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "annotations": ann, "labels": {"app": name.rsplit("-", 1)[0]}},
+        "spec": {
+            "schedulerName": "sluice",
+            "terminationGracePeriodSeconds": 0,
+            "containers": [
+                {
+                    "name": "c",
+                    "image": "fake",
+                    "resources": {"requests": {"cpu": cpu}, "limits": limits},
+                }
+            ],
+        },
+    }
+
+
+def podgroup(name: str, min_member: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "scheduling.sluice.dev/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": {"name": name},
+        "spec": {"minMember": min_member},
+    }
+
+
+def create_group(
+    core: client.CoreV1Api,
+    custom: client.CustomObjectsApi,
+    ns: str,
+    name: str,
+    size: int,
+    gpus: int,
+    annotations: dict[str, str] | None = None,
+) -> None:
+    custom.create_namespaced_custom_object(
+        "scheduling.sluice.dev", "v1alpha1", ns, "podgroups", podgroup(name, size)
+    )
+    for i in range(size):
+        core.create_namespaced_pod(
+            ns, pod(f"{name}-{i}", gpus, group=name, annotations=annotations)
+        )
+
+
+def pods(core: client.CoreV1Api, ns: str, prefix: str = "") -> list[client.V1Pod]:
+    return [p for p in core.list_namespaced_pod(ns).items if p.metadata.name.startswith(prefix)]
+
+
+def bound(core: client.CoreV1Api, ns: str, prefix: str = "") -> list[client.V1Pod]:
+    return [p for p in pods(core, ns, prefix) if p.spec.node_name]
+
+
+def gpu_ids(p: client.V1Pod) -> set[int]:
+    raw = (p.metadata.annotations or {}).get(GPU_IDS, "")
+    return {int(x) for x in raw.split(",") if x}
+
+
+def gpus_in_use(core: client.CoreV1Api) -> int:
+    total = 0
+    for p in core.list_pod_for_all_namespaces().items:
+        if p.spec.node_name and p.status.phase not in ("Succeeded", "Failed"):
+            for c in p.spec.containers:
+                total += int(((c.resources and c.resources.limits) or {}).get(GPU, 0))
+    return total
+
+
+@pytest.fixture(autouse=True)
+def idle_gpus(core: client.CoreV1Api) -> None:
+    """Start from an idle cluster: earlier tests' namespaces may still be terminating."""
+    wait_for(lambda: gpus_in_use(core) == 0, 90, "GPUs released by earlier tests")
+
+
+def fill_cluster(core: client.CoreV1Api, ns: str, nodes: int, sched: Scheduler) -> None:
+    """Take `nodes` whole nodes with 8-GPU blocker pods (bound by the scheduler itself)."""
+    for i in range(nodes):
+        core.create_namespaced_pod(ns, pod(f"blocker-{i}", NODE_GPUS))
+    wait_for(lambda: len(bound(core, ns, "blocker-")) == nodes, 30, "blockers bound", sched)
+
+
+def assert_no_gpu_shared(core: client.CoreV1Api) -> None:
+    """No two live pods on one node hold the same GPU id, and no node gives out more than 8."""
+    held: dict[str, list[int]] = defaultdict(list)
+    for p in core.list_pod_for_all_namespaces().items:
+        if p.spec.node_name and p.status.phase not in ("Succeeded", "Failed"):
+            held[p.spec.node_name].extend(gpu_ids(p))
+    for node, ids in held.items():
+        assert len(ids) == len(set(ids)), f"GPU handed out twice on {node}: {sorted(ids)}"
+        assert len(ids) <= NODE_GPUS
+
+
+class BindingWatch:
+    """Records every nodeName each pod of a namespace is seen with (double binding detector)."""
+
+    def __init__(self, core: client.CoreV1Api, ns: str) -> None:
+        self.nodes: dict[str, set[str]] = defaultdict(set)
+        self._stop = threading.Event()
+        self._watch = watch.Watch()
+        self._thread = threading.Thread(target=self._run, args=(core, ns), daemon=True)
+        self._thread.start()
+
+    def _run(self, core: client.CoreV1Api, ns: str) -> None:
+        for event in self._watch.stream(core.list_namespaced_pod, ns, timeout_seconds=300):
+            obj = event["object"]
+            if obj.spec.node_name:
+                self.nodes[obj.metadata.name].add(obj.spec.node_name)
+            if self._stop.is_set():
+                return
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._watch.stop()
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def test_gang_binds_all_or_nothing(
+    core: client.CoreV1Api,
+    custom: client.CustomObjectsApi,
+    namespace: str,
+    start_scheduler: Callable[..., Scheduler],
+) -> None:
+    sched = start_scheduler()
+    sched.wait_ready()
+    fill_cluster(core, namespace, 13, sched)  # 3 of 16 nodes left
+    create_group(core, custom, namespace, "gang", 4, NODE_GPUS)  # needs 4 whole nodes
+
+    def unschedulable() -> bool:
+        pg = custom.get_namespaced_custom_object(
+            "scheduling.sluice.dev", "v1alpha1", namespace, "podgroups", "gang"
+        )
+        conds = {c["type"]: c for c in (pg.get("status") or {}).get("conditions") or []}
+        return bool(conds.get("Unschedulable", {}).get("status") == "True")
+
+    wait_for(unschedulable, 20, "PodGroup condition Unschedulable=True", sched)
+    time.sleep(2)  # a few more cycles: still nothing may bind
+    assert bound(core, namespace, "gang-") == [], "part of the gang was bound while only 3 fit"
+
+    core.delete_namespaced_pod("blocker-0", namespace, grace_period_seconds=0)
+    wait_for(lambda: len(bound(core, namespace, "gang-")) == 4, 30, "whole gang bound", sched)
+    pg = custom.get_namespaced_custom_object(
+        "scheduling.sluice.dev", "v1alpha1", namespace, "podgroups", "gang"
+    )
+    wait_for(
+        lambda: (
+            custom.get_namespaced_custom_object(
+                "scheduling.sluice.dev", "v1alpha1", namespace, "podgroups", "gang"
+            )
+            .get("status", {})
+            .get("phase")
+            == "Running"
+        ),
+        15,
+        "PodGroup phase Running",
+        sched,
+    )
+    assert pg["metadata"]["name"] == "gang"
+    assert_no_gpu_shared(core)
+
+
+def test_deployment_pods_scheduled_with_nvlink_gpu_ids(
+    k8s: client.ApiClient,
+    core: client.CoreV1Api,
+    namespace: str,
+    start_scheduler: Callable[..., Scheduler],
+) -> None:
+    sched = start_scheduler()
+    sched.wait_ready()
+    template = pod("trainer-x", 4)
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "trainer"},
+        "spec": {
+            "replicas": 4,
+            "selector": {"matchLabels": {"app": "trainer"}},
+            "template": {"metadata": {"labels": {"app": "trainer"}}, "spec": template["spec"]},
+        },
+    }
+    client.AppsV1Api(k8s).create_namespaced_deployment(namespace, deployment)
+    running = wait_for(
+        lambda: (ps := bound(core, namespace, "trainer-")) and len(ps) == 4 and ps,
+        30,
+        "4 deployment pods bound",
+        sched,
+    )
+    for p in running:
+        ids = gpu_ids(p)
+        assert len(ids) == 4, f"{p.metadata.name}: gpu-ids {ids}"
+        assert ids in NVLINK_ISLANDS, f"{p.metadata.name}: {ids} spans NVLink islands"
+    assert_no_gpu_shared(core)
+    assert sched.metric("sluice_pods_bound_total") >= 4
+    assert sched.get("/healthz")[0] == 200
+
+
+def test_two_partial_gangs_run_one_after_the_other(
+    core: client.CoreV1Api,
+    custom: client.CustomObjectsApi,
+    namespace: str,
+    start_scheduler: Callable[..., Scheduler],
+) -> None:
+    sched = start_scheduler()
+    sched.wait_ready()
+    # Each gang wants 10 of the 16 nodes: either fits alone, both never do.
+    done_soon = {"sluice.dev/complete-after": "6s"}
+    create_group(core, custom, namespace, "left", 10, NODE_GPUS, done_soon)
+    create_group(core, custom, namespace, "right", 10, NODE_GPUS, done_soon)
+
+    def one_whole_gang() -> str | None:
+        counts = {g: len(bound(core, namespace, f"{g}-")) for g in ("left", "right")}
+        assert all(n in (0, 10) for n in counts.values()) or sum(counts.values()) <= 16
+        whole = [g for g, n in counts.items() if n == 10]
+        return whole[0] if whole else None
+
+    first = wait_for(one_whole_gang, 30, "one gang bound whole", sched)
+    second = "right" if first == "left" else "left"
+    assert len(bound(core, namespace, f"{second}-")) == 0, "the second gang started half-way"
+    # The first finishes after 6 s (kwok completes it); then the second runs, whole.
+    wait_for(
+        lambda: len(bound(core, namespace, f"{second}-")) == 10,
+        60,
+        f"gang {second} bound after {first} finished",
+        sched,
+    )
+    assert_no_gpu_shared(core)
+
+
+def test_sigkill_mid_binding_then_restart(
+    core: client.CoreV1Api,
+    custom: client.CustomObjectsApi,
+    namespace: str,
+    start_scheduler: Callable[..., Scheduler],
+) -> None:
+    watcher = BindingWatch(core, namespace)
+    try:
+        # One Binding POST in flight at a time makes "mid-run" a wide window.
+        sched = start_scheduler("--bind-concurrency=1")
+        sched.wait_ready()
+        for g in range(12):
+            create_group(core, custom, namespace, f"g{g}", 5, 2)  # 12 x 5 x 2 = 120 of 128 GPUs
+        wait_for(lambda: len(bound(core, namespace)) >= 7, 30, "some pods bound", sched, 0.02)
+        sched.kill(signal.SIGKILL)
+        killed_at = len(bound(core, namespace))
+        assert killed_at < 60, "everything was bound before the kill; nothing was tested"
+
+        restarted = time.monotonic()
+        sched.start("--bind-concurrency=8")
+        wait_for(lambda: len(bound(core, namespace)) == 60, 30, "all 60 pods bound", sched)
+        assert time.monotonic() - restarted < 20, "pending work did not resume within seconds"
+        for g in range(12):
+            n = len(bound(core, namespace, f"g{g}-"))
+            assert n in (0, 5), f"gang g{g} half-bound: {n} of 5"
+        double = {name: nodes for name, nodes in watcher.nodes.items() if len(nodes) > 1}
+        assert double == {}, f"pods bound twice: {double}"
+        assert_no_gpu_shared(core)
+    finally:
+        watcher.stop()
+
+
+def test_standby_takes_over_the_lease(
+    core: client.CoreV1Api, namespace: str, start_scheduler: Callable[..., Scheduler]
+) -> None:
+    leader = start_scheduler(identity="a")
+    leader.wait_ready()
+    wait_for(lambda: leader.metric("sluice_leader") == 1, 15, "a leads", leader)
+    standby = start_scheduler(identity="b")
+    standby.wait_ready()
+    assert standby.metric("sluice_leader") == 0
+    leader.kill(signal.SIGKILL)
+    core.create_namespaced_pod(namespace, pod("after-failover-0", 1))
+    wait_for(lambda: bound(core, namespace, "after-failover-"), 20, "standby binds", standby)
+    assert standby.metric("sluice_leader") == 1
