@@ -10,7 +10,6 @@ units do the same per unit.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -20,6 +19,8 @@ from operators.scheduler.plugins.topology import pick_gpus_many
 from operators.scheduler.snapshot import GPU_MILLI_PER_CARD, TopologyMode
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from numpy.typing import NDArray
 
     from operators.scheduler.context import Session
@@ -30,10 +31,23 @@ _EPS = 1e-6
 _DOMAIN_TRIES = 3  # candidate domains tried per tier before moving to a coarser one
 
 
-@dataclass(frozen=True, slots=True)
 class PlaceFailure:
-    code: ReasonCode
-    message: str
+    """Why a placement failed. The message is built only when someone reads it: most
+    failures are retried elsewhere (another pool, after preemption) and never shown."""
+
+    __slots__ = ("_detail", "_message", "code")
+
+    def __init__(self, code: ReasonCode, message: str | Callable[[], str]) -> None:
+        self.code = code
+        self._message = message if isinstance(message, str) else None
+        self._detail = None if isinstance(message, str) else message
+
+    @property
+    def message(self) -> str:
+        if self._message is None:
+            assert self._detail is not None
+            self._message = self._detail()
+        return self._message
 
     def explanation(self, g: GroupInfo) -> Explanation:
         return Explanation(g.uid, self.code, self.message)
@@ -43,17 +57,18 @@ def fit_counts(ssn: Session, t: TaskInfo, mask: NDArray[np.bool_]) -> NDArray[np
     """How many more replicas shaped like ``t`` fit on each node (0 outside ``mask``)."""
     state = ssn.state
     counts: NDArray[np.float64] | None = None
-    # Quantities are integers held exactly in float64, so floor division needs no epsilon.
-    # Column by column: a single column is a view, fancy-indexing several would copy.
+    # Quantities are integers held exactly in float64, and a correctly rounded quotient of
+    # two such integers floors to the exact answer, so no epsilon is needed. floor(a / b) is
+    # ~20x faster than float ``//`` in numpy. Column by column: a single column is a view.
     for d in t.dims:
-        column = state.free[:, d] // t.req[d]
+        column = np.floor(state.free[:, d] / t.req[d])
         counts = column if counts is None else np.minimum(counts, column, out=counts)
     if counts is None:
         counts = np.full(state.nodes.size, 1e9)
     if t.gpu_cards:
         np.minimum(counts, state.full_cards // t.gpu_cards, out=counts)
     elif t.gpu_milli:
-        per_card = np.maximum(state.gpu_free, 0.0) // t.gpu_milli
+        per_card = np.floor(np.maximum(state.gpu_free, 0.0) / t.gpu_milli)
         np.minimum(counts, per_card.sum(axis=1), out=counts)
     np.clip(counts, 0.0, 1e9, out=counts)
     counts *= mask
@@ -69,27 +84,37 @@ def _gpu_text(t: TaskInfo) -> str:
 
 
 def _shape_failure(
-    ssn: Session, t: TaskInfo, mask: NDArray[np.bool_], need: int, fit: int, where: str
+    ssn: Session,
+    t: TaskInfo,
+    mask: NDArray[np.bool_],
+    counts: NDArray[np.int64],
+    need: int,
+    where: str,
 ) -> PlaceFailure:
+    """Count, per reason, the nodes that cannot take one more replica (numbers now, text
+    only if someone reads it)."""
     state = ssn.state
     total = state.nodes.size
-    parts: list[str] = []
-    for name, count in ssn.ext.rejections(t):
-        parts.append(f"{count} {name}")
+    fit = int(counts.sum())
+    rejections = ssn.ext.rejections(t)
     feasible = ssn.ext.feasible(t)
     outside = int((feasible & ~mask).sum())
-    if outside:
-        parts.append(f"{outside} outside {where}")
-    short = int((feasible & mask).sum()) - int((fit_counts(ssn, t, feasible & mask) > 0).sum())
-    if short:
-        parts.append(f"{short} insufficient free resources")
-    role = f" of task {t.task.role!r}" if t.task.role else ""
-    detail = "; ".join(parts) if parts else "no nodes"
-    return PlaceFailure(
-        ReasonCode.UNSCHEDULABLE,
-        f"needs {need} pod(s){role} with {state.space.describe(t.req)} each, only {fit} fit "
-        f"(of {total} nodes: {detail})",
-    )
+    short = int((feasible & mask).sum()) - int((counts > 0).sum())
+
+    def text() -> str:
+        parts = [f"{count} {name}" for name, count in rejections]
+        if outside:
+            parts.append(f"{outside} outside {where}")
+        if short:
+            parts.append(f"{short} insufficient free resources")
+        role = f" of task {t.task.role!r}" if t.task.role else ""
+        detail = "; ".join(parts) if parts else "no nodes"
+        return (
+            f"needs {need} pod(s){role} with {state.space.describe(t.req)} each, only {fit} "
+            f"fit (of {total} nodes: {detail})"
+        )
+
+    return PlaceFailure(ReasonCode.UNSCHEDULABLE, text)
 
 
 def place_shape(
@@ -108,7 +133,7 @@ def place_shape(
     cand = np.flatnonzero(counts)
     available = int(counts[cand].sum())
     if available < need:
-        return _shape_failure(ssn, t0, mask, need, available, where)
+        return _shape_failure(ssn, t0, mask, counts, need, where)
     scores = ssn.ext.score(t0, cand)
     if len(cand) > need:
         # Each candidate holds at least one replica, so the best ``need`` nodes suffice.

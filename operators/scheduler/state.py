@@ -142,6 +142,9 @@ class SessionState:
             "ng,ngk->nk", full.astype(np.float64), self.nodes.nvlink_onehot
         )
         self.numa_free = np.einsum("ng,ngk->nk", full.astype(np.float64), self.nodes.numa_onehot)
+        # Largest whole-free island per node: what the topology scorer asks for.
+        self.nvlink_best = self.nvlink_free.max(axis=1)
+        self.numa_best = self.numa_free.max(axis=1)
         # Tasks of pools other than the node's pool (borrowers), per node.
         self.borrowed_on_node = np.zeros(n, dtype=np.int64)
         self.pool_tasks = np.zeros(len(self.nodes.pool_names), dtype=np.int64)
@@ -273,8 +276,10 @@ class SessionState:
         full = self.gpu_free[node] >= GPU_MILLI_PER_CARD - CARD_EPS
         self.full_cards[node] = int(full.sum())
         as_float = full.astype(np.float64)
-        self.nvlink_free[node] = as_float @ self.nodes.nvlink_onehot[node]
-        self.numa_free[node] = as_float @ self.nodes.numa_onehot[node]
+        self.nvlink_free[node] = nvlink = as_float @ self.nodes.nvlink_onehot[node]
+        self.numa_free[node] = numa = as_float @ self.nodes.numa_onehot[node]
+        self.nvlink_best[node] = nvlink.max()
+        self.numa_best[node] = numa.max()
 
     def move(
         self,

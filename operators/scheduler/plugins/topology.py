@@ -110,8 +110,8 @@ class TopologyScorer:
         layout = state.nodes.has_gpu_layout[nodes]
         if not layout.any():
             return out
-        in_nvlink = state.nvlink_free[nodes].max(axis=1) >= t.gpu_cards
-        in_numa = state.numa_free[nodes].max(axis=1) >= t.gpu_cards
+        in_nvlink = state.nvlink_best[nodes] >= t.gpu_cards
+        in_numa = state.numa_best[nodes] >= t.gpu_cards
         locality = np.where(in_nvlink, 1.0, np.where(in_numa, 0.5, 0.0))
         return out + np.where(layout, locality, 0.0)
 
