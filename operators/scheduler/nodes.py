@@ -209,11 +209,9 @@ class NodeIndex:
         self.capacity[:, space.gpu] = cap.sum(axis=1)
         self.nvlink_group = nvlink
         self.numa_group = numa
-        # One-hot card -> island membership (N, cards, islands), so "largest free island per
-        # node" is one einsum instead of a loop over island ids.
-        islands = np.arange(2 * width, dtype=np.int32)
-        self.nvlink_onehot = (nvlink[:, :, None] == islands[None, None, :]).astype(np.float64)
-        self.numa_onehot = (numa[:, :, None] == islands[None, None, :]).astype(np.float64)
+        # Card -> island id as Python lists, for per-node bookkeeping after a placement.
+        self.nvlink_ids: list[list[int]] = nvlink.tolist()
+        self.numa_ids: list[list[int]] = numa.tolist()
 
         # Network tiers: per level, a domain code per node. Nodes lacking the label are their
         # own domain, so they never "share" a ToR by accident.

@@ -138,13 +138,11 @@ class SessionState:
         full = self.gpu_free >= GPU_MILLI_PER_CARD - CARD_EPS
         self.full_cards: NDArray[np.int64] = full.sum(axis=1)
         # Whole free cards per NVLink island / NUMA node (N, islands), kept in step likewise.
-        self.nvlink_free = np.einsum(
-            "ng,ngk->nk", full.astype(np.float64), self.nodes.nvlink_onehot
-        )
-        self.numa_free = np.einsum("ng,ngk->nk", full.astype(np.float64), self.nodes.numa_onehot)
         # Largest whole-free island per node: what the topology scorer asks for.
-        self.nvlink_best = self.nvlink_free.max(axis=1)
-        self.numa_best = self.numa_free.max(axis=1)
+        self.nvlink_best = np.zeros(n, dtype=np.int64)
+        self.numa_best = np.zeros(n, dtype=np.int64)
+        for with_cards in np.flatnonzero(self.full_cards).tolist():
+            self._refresh_cards(with_cards)
         # Tasks of pools other than the node's pool (borrowers), per node.
         self.borrowed_on_node = np.zeros(n, dtype=np.int64)
         self.pool_tasks = np.zeros(len(self.nodes.pool_names), dtype=np.int64)
@@ -273,13 +271,18 @@ class SessionState:
             self._refresh_cards(node)
 
     def _refresh_cards(self, node: int) -> None:
-        full = self.gpu_free[node] >= GPU_MILLI_PER_CARD - CARD_EPS
-        self.full_cards[node] = int(full.sum())
-        as_float = full.astype(np.float64)
-        self.nvlink_free[node] = nvlink = as_float @ self.nodes.nvlink_onehot[node]
-        self.numa_free[node] = numa = as_float @ self.nodes.numa_onehot[node]
-        self.nvlink_best[node] = nvlink.max()
-        self.numa_best[node] = numa.max()
+        # Eight-ish cards: plain Python beats a handful of tiny numpy calls here.
+        full = [v >= GPU_MILLI_PER_CARD - CARD_EPS for v in self.gpu_free[node].tolist()]
+        self.full_cards[node] = sum(full)
+        for ids, best in (
+            (self.nodes.nvlink_ids[node], self.nvlink_best),
+            (self.nodes.numa_ids[node], self.numa_best),
+        ):
+            sizes: dict[int, int] = {}
+            for card, is_full in enumerate(full):
+                if is_full:
+                    sizes[ids[card]] = sizes.get(ids[card], 0) + 1
+            best[node] = max(sizes.values(), default=0)
 
     def move(
         self,

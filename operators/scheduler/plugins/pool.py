@@ -28,6 +28,14 @@ class Pools:
         self.state = state
         nodes = state.nodes
         self.masks = [nodes.pool_mask(i) & nodes.schedulable for i in range(len(nodes.pool_names))]
+        capacity = np.where(nodes.schedulable[:, None], nodes.capacity, 0.0)
+        self.totals = np.stack(
+            [
+                np.bincount(nodes.node_pool, weights=capacity[:, d], minlength=len(self.masks))
+                for d in range(capacity.shape[1])
+            ],
+            axis=1,
+        )
 
     def node_sets(self, g: GroupInfo) -> Iterator[NodeSet]:
         nodes = self.state.nodes
@@ -44,17 +52,19 @@ class Pools:
             return
         need = self.state.min_resources(g) > 0
         need[self.state.space.pods] = False
+        dims = np.flatnonzero(need) if need.any() else np.arange(len(need))
+        # Idle fraction per pool over the kinds of resources the group asks for.
         free = np.maximum(self.state.free, 0.0)
-        cap = nodes.capacity
+        count = len(nodes.pool_names)
+        idle = np.zeros(count)
+        for d in dims.tolist():
+            weights = np.where(nodes.schedulable, free[:, d], 0.0)
+            per_pool = np.bincount(nodes.node_pool, weights=weights, minlength=count)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                idle += np.where(self.totals[:, d] > 0, per_pool / self.totals[:, d], 0.0)
 
         def idleness(p: int) -> tuple[float, int]:
-            m = self.masks[p]
-            total = cap[m].sum(axis=0)
-            idle = free[m].sum(axis=0)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                frac = np.where(total > 0, idle / np.where(total > 0, total, 1), 0.0)
-            dims = need if need.any() else np.ones_like(need)
-            return (-float(frac[dims].mean()), int(self.state.pool_tasks[p]))
+            return (-float(idle[p]), int(self.state.pool_tasks[p]))
 
         for p in sorted(lenders, key=idleness):
             yield NodeSet(f"pool {nodes.pool_names[p]!r}", self.masks[p], borrowed=True)
