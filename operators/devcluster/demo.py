@@ -53,16 +53,20 @@ def run_demo(cluster: DevCluster) -> None:
         )
         cluster._save(state)
         say(f"devcluster: operators running (pid {proc.pid}, log {log})")
-    samples = REPO / "manifests" / "samples"
-    if any(samples.glob("*.yaml")):
-        out = kubectl(cluster, "apply", "--server-side", "-f", str(samples), check=False)
-        say("devcluster: applied samples:\n" + out)
+    for folder in ("samples", "demo"):
+        path = REPO / "manifests" / folder
+        if any(path.glob("*.yaml")):
+            out = kubectl(cluster, "apply", "--server-side", "-f", str(path), check=False)
+            say(f"devcluster: applied manifests/{folder}:\n" + out)
     say(
         "\nTry next:\n"
         f"  export KUBECONFIG={cluster.kubeconfig}\n"
         "  kubectl get nodes -L node.sluice.dev/pool,topology.sluice.dev/tor\n"
         "  kubectl get sluice                    # every Sluice object\n"
         "  kubectl describe podgroups -A         # why is a group pending?\n"
+        "  kubectl get pods -o wide -L scheduling.sluice.dev/pod-group\n"
+        "  kubectl get pods -o custom-columns=NAME:.metadata.name,NODE:.spec.nodeName,"
+        "GPUS:.metadata.annotations.scheduling\\.sluice\\.dev/gpu-ids\n"
         f"  tail -f {cluster.logs_dir}/operators.log\n"
         "  make cluster-down                     # stop everything"
     )
