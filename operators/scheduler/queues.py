@@ -136,13 +136,16 @@ class QueueTree:
 
     def share(self, queue: int) -> float:
         """Dominant allocated/deserved ratio: how far over (>1) or under its share a queue is."""
-        des = self.deserved[queue]
-        alloc = self.allocated[queue]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            ratio = np.where(
-                des > 0, alloc / np.where(des > 0, des, 1), np.where(alloc > 0, 1e9, 0)
-            )
-        return float(ratio.max()) if ratio.size else 0.0
+        # A handful of dimensions: plain floats are cheaper than numpy temporaries here.
+        worst = 0.0
+        for alloc, des in zip(
+            self.allocated[queue].tolist(), self.deserved[queue].tolist(), strict=True
+        ):
+            if des > 0:
+                worst = max(worst, alloc / des)
+            elif alloc > 0:
+                worst = max(worst, 1e9)  # holds something it does not deserve at all
+        return worst
 
 
 def water_fill(

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from numpy.typing import NDArray
 
     from operators.scheduler.decisions import Explanation
+    from operators.scheduler.framework import VictimUnit
     from operators.scheduler.session import SessionConfig
 
 
@@ -147,6 +148,8 @@ class SessionState:
         self.borrowed_on_node = np.zeros(n, dtype=np.int64)
         self.pool_tasks = np.zeros(len(self.nodes.pool_names), dtype=np.int64)
         self.explanations: dict[str, Explanation] = {}
+        # Victim units per group uid, keyed by the group's holdings version (eviction.py).
+        self.victim_cache: dict[str, tuple[tuple[int, int], list[VictimUnit]]] = {}
 
         self.groups: list[GroupInfo] = []
         self.group_by_uid: dict[str, GroupInfo] = {}

@@ -75,6 +75,7 @@ def victim_units(state: SessionState, preemptor: GroupInfo, purpose: Purpose) ->
     """Every unit that could in principle go: preempt looks only inside the preemptor's queue
     (plugins then filter and order); reclaim looks everywhere."""
     out: list[VictimUnit] = []
+    cache = state.victim_cache
     same_queue_only = purpose is Purpose.PREEMPT
     tree = state.queues
     # Reclaim can only take from queues above their share or overcommitted, or borrowers.
@@ -86,17 +87,29 @@ def victim_units(state: SessionState, preemptor: GroupInfo, purpose: Purpose) ->
             continue
         if not same_queue_only and h.queue not in over and h.borrowed_count <= 0:
             continue
-        running = [t for t in h.tasks if t.held and t.placed == Placement.NONE and not t.evicted]
-        if not running:
+        # Units only change when the group's holdings do: cache them on that version.
+        version = (h.held_count, h.borrowed_count)
+        cached = cache.get(h.uid)
+        if cached is not None and cached[0] == version:
+            out.extend(cached[1])
             continue
-        borrowed = any(state.is_borrowed(t) for t in running)
-        # Surplus replicas go one at a time (shrink only as far as needed), in shrink order.
-        out.extend(
-            VictimUnit(h, (t,), surplus=True, borrowed=state.is_borrowed(t))
-            for t in _surplus(state, h)
-        )
-        out.append(VictimUnit(h, tuple(running), surplus=False, borrowed=borrowed))
+        units = _units_of(state, h)
+        cache[h.uid] = (version, units)
+        out.extend(units)
     return out
+
+
+def _units_of(state: SessionState, h: GroupInfo) -> list[VictimUnit]:
+    running = [t for t in h.tasks if t.held and t.placed == Placement.NONE and not t.evicted]
+    if not running:
+        return []
+    borrowed = any(state.is_borrowed(t) for t in running)
+    # Surplus replicas go one at a time (shrink only as far as needed), in shrink order.
+    units = [
+        VictimUnit(h, (t,), surplus=True, borrowed=state.is_borrowed(t)) for t in _surplus(state, h)
+    ]
+    units.append(VictimUnit(h, tuple(running), surplus=False, borrowed=borrowed))
+    return units
 
 
 def grace_of(ssn: Session, g: GroupInfo) -> float:

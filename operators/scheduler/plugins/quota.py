@@ -67,7 +67,8 @@ class Quota:
     # ------------------------------------------------------------------ extension points
 
     def queue_key(self, q: int) -> SortKey:
-        return (self.tree.share(q),)
+        # Groups of a missing queue go last (they are refused with an explanation anyway).
+        return (self.tree.share(q),) if q >= 0 else (float("inf"),)
 
     def enqueue(self, g: GroupInfo, need: NDArray[np.float64]) -> Verdict:
         tree, space = self.tree, self.state.space
