@@ -1,0 +1,53 @@
+"""PodGroup status as the scheduler computes it (operators/controllers/scheduler_status.py)."""
+
+from __future__ import annotations
+
+from operators.controllers.scheduler_status import (
+    GroupCounts,
+    _comparable,
+    desired_conditions,
+    format_resources,
+    next_phase,
+)
+from operators.scheduler import decisions as D
+from operators.scheduler import snapshot as S
+
+P = S.GroupPhase
+
+
+def test_phase_follows_bound_members_then_the_core() -> None:
+    assert next_phase(P.INQUEUE, None, 4, GroupCounts(bound=4, running=0, pending=0)) is P.RUNNING
+    assert next_phase(P.PENDING, P.INQUEUE, 4, GroupCounts(0, 0, 4)) is P.INQUEUE
+    assert next_phase(P.INQUEUE, None, 4, GroupCounts(0, 0, 4)) is P.INQUEUE
+    # It ran and lost pods: Unknown while some still run, Pending once none do.
+    assert next_phase(P.RUNNING, None, 4, GroupCounts(2, 2, 2)) is P.UNKNOWN
+    assert next_phase(P.RUNNING, None, 4, GroupCounts(0, 0, 4)) is P.PENDING
+
+
+def test_conditions_carry_the_explanation_and_keep_transition_times() -> None:
+    why = D.Explanation("g", D.ReasonCode.NOT_ADMITTED, "needs 32 GPUs; 24 free")
+    first = desired_conditions(P.INQUEUE, why, [], "t1")
+    by_type = {c["type"]: c for c in first}
+    assert by_type["Unschedulable"]["status"] == "True"
+    assert by_type["Unschedulable"]["reason"] == "NotEnoughResources"
+    assert by_type["Unschedulable"]["message"] == "needs 32 GPUs; 24 free"
+    assert by_type["Enqueued"]["status"] == "True"
+    again = desired_conditions(P.INQUEUE, why, first, "t2")
+    assert [c["lastTransitionTime"] for c in again] == ["t1", "t1", "t1"]
+    assert _comparable({"conditions": again}) == _comparable({"conditions": first})
+    running = {c["type"]: c for c in desired_conditions(P.RUNNING, None, first, "t3")}
+    assert running["Scheduled"]["status"] == "True"
+    assert running["Scheduled"]["lastTransitionTime"] == "t3"
+    assert running["Unschedulable"]["status"] == "False"
+
+
+def test_other_writers_conditions_survive() -> None:
+    theirs = {"type": "JobReady", "status": "True", "reason": "x", "message": ""}
+    out = desired_conditions(P.PENDING, None, [theirs], "t")
+    assert theirs in out
+
+
+def test_resources_render_as_quantities() -> None:
+    assert format_resources(
+        {"cpu": 1500, "memory": 2**30, "nvidia.com/gpu": 8, "nvidia.com/gpu-milli": 8000}
+    ) == {"cpu": "1500m", "memory": "1Gi", "nvidia.com/gpu": "8"}
