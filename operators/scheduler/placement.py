@@ -96,13 +96,14 @@ def _shape_failure(
     state = ssn.state
     total = state.nodes.size
     fit = int(counts.sum())
-    rejections = ssn.ext.rejections(t)
-    feasible = ssn.ext.feasible(t)
-    outside = int((feasible & ~mask).sum())
-    short = int((feasible & mask).sum()) - int((counts > 0).sum())
+    # Predicate masks are static for the session and ``counts`` is this call's own array, so
+    # everything can be counted when (and if) the text is read.
 
     def text() -> str:
-        parts = [f"{count} {name}" for name, count in rejections]
+        feasible = ssn.ext.feasible(t)
+        outside = int((feasible & ~mask).sum())
+        short = int((feasible & mask).sum()) - int((counts > 0).sum())
+        parts = [f"{count} {name}" for name, count in ssn.ext.rejections(t)]
         if outside:
             parts.append(f"{outside} outside {where}")
         if short:

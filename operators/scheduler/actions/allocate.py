@@ -27,8 +27,10 @@ from operators.scheduler.state import Placement
 from operators.scheduler.statement import Statement
 
 if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
     from operators.scheduler.context import Session
-    from operators.scheduler.state import GroupInfo
+    from operators.scheduler.state import GroupInfo, TaskInfo
 
 _ADMITTED = (GroupPhase.INQUEUE, GroupPhase.RUNNING, GroupPhase.UNKNOWN)
 
@@ -53,6 +55,13 @@ def run(ssn: Session) -> None:
         allocate_group(ssn, g, AllocatePass.BORROW)
 
 
+def _total(tasks: list[TaskInfo]) -> NDArray[np.float64]:
+    first = tasks[0].req
+    if all(t.req is first for t in tasks):  # replicas of one shape share one vector
+        return first * len(tasks)
+    return np.asarray(np.sum([t.req for t in tasks], axis=0), dtype=np.float64)
+
+
 def allocate_group(ssn: Session, g: GroupInfo, phase: AllocatePass, *, borrow: bool = False) -> str:
     """Try to place ``g``'s gang minimum. Returns "placed", "share" (refused by the share
     rule only, worth a borrow pass) or "failed"."""
@@ -71,7 +80,7 @@ def allocate_group(ssn: Session, g: GroupInfo, phase: AllocatePass, *, borrow: b
             ),
         )
         return "failed"
-    need = np.sum([t.req for t in tasks], axis=0) if tasks else state.space.zeros()
+    need = _total(tasks) if tasks else state.space.zeros()
     verdict = ext.allocatable(g, need, phase)
     if verdict.vote == Vote.REJECT:
         if phase is AllocatePass.SHARE and ext.allocatable(g, need).vote != Vote.REJECT:
