@@ -54,6 +54,7 @@ class SchedulerOperator:
         self._half_bound_since: dict[str, float] = {}
         self._last_result: SessionResult | None = None
         self.cycles = 0
+        self._relists_seen: dict[str, int] = {}
         self.informers: list[Informer[Any]] = []
         self.elector: LeaderElector | None = None
         self.ready = False
@@ -296,7 +297,12 @@ class SchedulerOperator:
             m.pending_pods.labels(queue=queue).set(n)
         m.assumed_pods.set(len(self.cache.assumed))
         for informer in self.informers:
-            m.cache_objects.labels(kind=informer.kind.name).set(len(informer.store))
+            name = informer.kind.name
+            m.cache_objects.labels(kind=name).set(len(informer.store))
+            new_relists = informer.relists - self._relists_seen.get(name, 0)
+            if new_relists:
+                m.relists.labels(kind=name).inc(new_relists)
+                self._relists_seen[name] = informer.relists
         if counts["bind"] or counts["evict"] or written or (t3 - t0) > 1.0:
             log.info(
                 "cycle %d: %d nodes, %d groups, %d tasks; bind %d, evict %d, nominate %d, "

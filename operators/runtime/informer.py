@@ -146,3 +146,10 @@ class Informer(Generic[T]):
                 log.info("%s: watch interrupted (%s); resuming", self.kind.name, type(err).__name__)
                 await asyncio.sleep(backoff * (0.5 + random.random()))
                 backoff = min(backoff * 2, 10.0)
+            except Exception:
+                # A garbled stream or a handler bug must not silently stop this kind's updates:
+                # start over from a fresh list.
+                log.exception("%s: unexpected error in list/watch; re-listing", self.kind.name)
+                need_list = True
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 10.0)
