@@ -28,7 +28,7 @@ from operators.scheduler.session import PoolStatus, QueueStatus, SessionResult
 log = logging.getLogger(__name__)
 
 API = "/apis/scheduling.sluice.dev/v1alpha1"
-OWNED_CONDITIONS = ("Scheduled", "Unschedulable", "Enqueued")
+OWNED_CONDITIONS = ("Scheduled", "Unschedulable", "Enqueued", "Privileged", "WillEvict")
 _HAPPY = (D.ReasonCode.SCHEDULED, D.ReasonCode.ADMITTED)
 
 
@@ -85,6 +85,7 @@ def desired_conditions(
     explanation: D.Explanation | None,
     old: Iterable[Mapping[str, Any]],
     now: str,
+    preemption: Mapping[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     by_type = {str(c.get("type")): c for c in old}
     running = phase is S.GroupPhase.RUNNING
@@ -122,6 +123,17 @@ def desired_conditions(
             now,
         )
     )
+    # Delayed preemption, visible in `kubectl describe`: the deadline is in the message and in
+    # status.preemption (the machine-readable copy the scheduler reads back after a restart).
+    for role in (S.PreemptionRole.PRIVILEGED.value, S.PreemptionRole.WILL_EVICT.value):
+        active = bool(preemption) and (preemption or {}).get("role") == role
+        if not active and role not in by_type:
+            continue
+        text = ""
+        if active and preemption is not None:
+            peers = ", ".join(preemption.get("peers") or ())
+            text = f"until {preemption.get('deadline')}; peers: {peers}"
+        out.append(_condition(role, active, "DelayedPreemption", text, by_type.get(role), now))
     return out
 
 
@@ -249,9 +261,6 @@ class StatusWriter:
                 "running": counts.running,
                 "pending": counts.pending,
                 "observedGeneration": rec.generation,
-                "conditions": desired_conditions(
-                    phase, result.explanations.get(rec.uid), old.get("conditions") or (), now_text
-                ),
             }
             if rec.uid in preemption:
                 desired["preemption"] = preemption[rec.uid]
@@ -263,6 +272,13 @@ class StatusWriter:
                 desired["preemption"] = None  # the preemptor got its room
             else:
                 desired["preemption"] = old.get("preemption")
+            desired["conditions"] = desired_conditions(
+                phase,
+                result.explanations.get(rec.uid),
+                old.get("conditions") or (),
+                now_text,
+                desired["preemption"],
+            )
             if _comparable(desired) == _comparable(old):
                 if _messages(desired) == _messages(old):
                     continue

@@ -51,3 +51,15 @@ def test_resources_render_as_quantities() -> None:
     assert format_resources(
         {"cpu": 1500, "memory": 2**30, "nvidia.com/gpu": 8, "nvidia.com/gpu-milli": 8000}
     ) == {"cpu": "1500m", "memory": "1Gi", "nvidia.com/gpu": "8"}
+
+
+def test_delayed_preemption_becomes_a_condition_and_reverts() -> None:
+    mark = {"role": "WillEvict", "deadline": "2026-11-22T09:00:00Z", "peers": ["ns/big"]}
+    marked = {c["type"]: c for c in desired_conditions(P.RUNNING, None, [], "t1", mark)}
+    assert marked["WillEvict"]["status"] == "True"
+    assert "2026-11-22T09:00:00Z" in marked["WillEvict"]["message"]
+    assert "Privileged" not in marked
+    reverted = {
+        c["type"]: c for c in desired_conditions(P.RUNNING, None, marked.values(), "t2", None)
+    }
+    assert reverted["WillEvict"]["status"] == "False"
