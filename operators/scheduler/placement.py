@@ -53,7 +53,7 @@ class PlaceFailure:
         return Explanation(g.uid, self.code, self.message)
 
 
-def fit_counts(ssn: Session, t: TaskInfo, mask: NDArray[np.bool_]) -> NDArray[np.int64]:
+def fit_counts(ssn: Session, t: TaskInfo, mask: NDArray[np.bool_]) -> NDArray[np.float64]:
     """How many more replicas shaped like ``t`` fit on each node (0 outside ``mask``)."""
     state = ssn.state
     counts: NDArray[np.float64] | None = None
@@ -70,9 +70,11 @@ def fit_counts(ssn: Session, t: TaskInfo, mask: NDArray[np.bool_]) -> NDArray[np
     elif t.gpu_milli:
         per_card = np.floor(np.maximum(state.gpu_free, 0.0) / t.gpu_milli)
         np.minimum(counts, per_card.sum(axis=1), out=counts)
-    np.clip(counts, 0.0, 1e9, out=counts)
-    counts *= mask
-    return counts.astype(np.int64)
+    # Whole numbers, kept as float64 (no conversion pass); negative only on a node the
+    # snapshot already shows overcommitted.
+    np.maximum(counts, 0.0, out=counts)
+    np.multiply(counts, mask, out=counts)
+    return counts
 
 
 def _gpu_text(t: TaskInfo) -> str:
@@ -87,7 +89,7 @@ def _shape_failure(
     ssn: Session,
     t: TaskInfo,
     mask: NDArray[np.bool_],
-    counts: NDArray[np.int64],
+    counts: NDArray[np.float64],
     need: int,
     where: str,
 ) -> PlaceFailure:
