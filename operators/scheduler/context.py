@@ -9,6 +9,7 @@ if TYPE_CHECKING:
     from operators.scheduler.decisions import Decision
     from operators.scheduler.framework import Extensions
     from operators.scheduler.session import SessionConfig
+    from operators.scheduler.shapeviews import ShapeViews
     from operators.scheduler.state import SessionState
     from operators.scheduler.statement import Operation, Statement
 
@@ -18,6 +19,7 @@ class Session:
     state: SessionState
     ext: Extensions
     config: SessionConfig
+    views: ShapeViews
     # Committed statement operations, in commit order; turned into Bind/Nominate/Evict at close.
     operations: list[Operation] = field(default_factory=list)
     # Decisions that are not placements (phases, delayed-preemption marks), in emission order.

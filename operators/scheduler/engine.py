@@ -42,6 +42,7 @@ from operators.scheduler.session import (
     SessionConfig,
     SessionResult,
 )
+from operators.scheduler.shapeviews import ShapeViews
 from operators.scheduler.snapshot import GroupPhase, TaskStatus
 from operators.scheduler.state import Placement, SessionState
 from operators.scheduler.statement import EvictOp
@@ -104,7 +105,7 @@ def _execute(snapshot: Snapshot, config: SessionConfig) -> SessionResult:
     ext = Extensions()
     for _, register in PLUGIN_ORDER:
         register(state, ext)
-    ssn = Session(state=state, ext=ext, config=config)
+    ssn = Session(state=state, ext=ext, config=config, views=ShapeViews(state, ext))
     start = lap("open", start)
     for action in config.actions:
         ACTIONS[action](ssn)

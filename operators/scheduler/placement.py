@@ -16,6 +16,7 @@ import numpy as np
 
 from operators.scheduler.decisions import Explanation, ReasonCode
 from operators.scheduler.plugins.topology import pick_gpus_many
+from operators.scheduler.shapeviews import nominated_bonus
 from operators.scheduler.snapshot import GPU_MILLI_PER_CARD, TopologyMode
 
 if TYPE_CHECKING:
@@ -55,26 +56,7 @@ class PlaceFailure:
 
 def fit_counts(ssn: Session, t: TaskInfo, mask: NDArray[np.bool_]) -> NDArray[np.float64]:
     """How many more replicas shaped like ``t`` fit on each node (0 outside ``mask``)."""
-    state = ssn.state
-    counts: NDArray[np.float64] | None = None
-    # Quantities are integers held exactly in float64, and a correctly rounded quotient of
-    # two such integers floors to the exact answer, so no epsilon is needed. floor(a / b) is
-    # ~20x faster than float ``//`` in numpy. Column by column: a single column is a view.
-    for d in t.dims:
-        column = np.floor(state.free[:, d] / t.req[d])
-        counts = column if counts is None else np.minimum(counts, column, out=counts)
-    if counts is None:
-        counts = np.full(state.nodes.size, 1e9)
-    if t.gpu_cards:
-        np.minimum(counts, state.full_cards // t.gpu_cards, out=counts)
-    elif t.gpu_milli:
-        per_card = np.floor(np.maximum(state.gpu_free, 0.0) / t.gpu_milli)
-        np.minimum(counts, per_card.sum(axis=1), out=counts)
-    # Whole numbers, kept as float64 (no conversion pass); negative only on a node the
-    # snapshot already shows overcommitted.
-    np.maximum(counts, 0.0, out=counts)
-    np.multiply(counts, mask, out=counts)
-    return counts
+    return ssn.views.get(t).counts * mask
 
 
 def _gpu_text(t: TaskInfo) -> str:
@@ -131,13 +113,16 @@ def place_shape(
     """Place identical tasks, best-scored nodes first; all or nothing (caller rolls back)."""
     t0 = tasks[0]
     need = len(tasks)
-    shape_mask = mask & ssn.ext.feasible(t0)
-    counts = fit_counts(ssn, t0, shape_mask)
+    view = ssn.views.get(t0)
+    counts = view.counts * (mask & ssn.ext.feasible(t0))
     cand = np.flatnonzero(counts)
     available = int(counts[cand].sum())
     if available < need:
         return _shape_failure(ssn, t0, mask, counts, need, where)
-    scores = ssn.ext.score(t0, cand)
+    scores = view.scores[cand]
+    bonus = nominated_bonus(tasks, cand)
+    if bonus is not None:
+        scores = scores + bonus
     if len(cand) > need:
         # Each candidate holds at least one replica, so the best ``need`` nodes suffice.
         top = np.argpartition(-scores, need - 1)[:need]

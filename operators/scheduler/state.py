@@ -148,6 +148,8 @@ class SessionState:
         self.borrowed_on_node = np.zeros(n, dtype=np.int64)
         self.pool_tasks = np.zeros(len(self.nodes.pool_names), dtype=np.int64)
         self.explanations: dict[str, Explanation] = {}
+        # Nodes whose holdings changed, in order (append-only; shapeviews.py syncs from it).
+        self.touched: list[int] = []
         # Victim units per group uid, keyed by the group's holdings version (eviction.py).
         self.victim_cache: dict[str, tuple[tuple[int, int], list[VictimUnit]]] = {}
 
@@ -159,6 +161,10 @@ class SessionState:
             g = self._group_info(pg, len(self.groups))
             self.groups.append(g)
             self.group_by_uid[pg.uid] = g
+
+        self.groups_by_queue: dict[int, list[GroupInfo]] = {}
+        for g in self.groups:
+            self.groups_by_queue.setdefault(g.queue, []).append(g)
 
         self.tasks: list[TaskInfo] = []
         self._vectors: dict[tuple[object, ...], tuple[NDArray[np.float64], tuple[int, ...]]] = {}
@@ -272,6 +278,7 @@ class SessionState:
         if 0 <= card < self.nodes.gpu_width:
             self.gpu_free[node, card] += delta
             self._refresh_cards(node)
+            self.touched.append(node)
 
     def _refresh_cards(self, node: int) -> None:
         # Eight-ish cards: plain Python beats a handful of tiny numpy calls here.
@@ -299,6 +306,7 @@ class SessionState:
         Batching matters: a gang's replicas usually land several per node, and per-task numpy
         row updates dominated the session time before.
         """
+        self.touched.append(node)
         t0 = tasks[0]
         uniform = all(t.req is t0.req and t.group is t0.group for t in tasks)
         total = t0.req * len(tasks) if uniform else np.sum([t.req for t in tasks], axis=0)

@@ -101,6 +101,7 @@ class Statement:
             if isinstance(op, EvictOp):
                 keep = np.minimum(np.maximum(state.free[op.node], 0.0), op.task.req)
                 state.free[op.node] -= keep
+                state.touched.append(op.node)
                 share = state._per_card(op.task, op.gpu_ids)
                 for card in op.gpu_ids:
                     if 0 <= card < state.nodes.gpu_width:

@@ -79,13 +79,18 @@ def victim_units(state: SessionState, preemptor: GroupInfo, purpose: Purpose) ->
     same_queue_only = purpose is Purpose.PREEMPT
     tree = state.queues
     # Reclaim can only take from queues above their share or overcommitted, or borrowers.
-    over = set(np.flatnonzero((tree.allocated > tree.deserved + _EPS).any(axis=1)).tolist())
-    for h in state.groups:
+    if same_queue_only:
+        groups: list[GroupInfo] = state.groups_by_queue.get(preemptor.queue, [])
+    else:
+        over = np.flatnonzero((tree.allocated > tree.deserved + _EPS).any(axis=1)).tolist()
+        seen: set[str] = set()
+        groups = []
+        for q in over:
+            groups.extend(state.groups_by_queue.get(q, []))
+        seen = {g.uid for g in groups}
+        groups.extend(g for g in state.groups if g.borrowed_count > 0 and g.uid not in seen)
+    for h in groups:
         if h is preemptor or h.held_count <= 0:
-            continue
-        if same_queue_only and h.queue != preemptor.queue:
-            continue
-        if not same_queue_only and h.queue not in over and h.borrowed_count <= 0:
             continue
         # Units only change when the group's holdings do: cache them on that version.
         version = (h.held_count, h.borrowed_count)

@@ -42,10 +42,15 @@ class BinpackScorer:
             dims.append(state.space.gpu)
         if not dims:
             return np.zeros(len(nodes), dtype=np.float64)
-        total = np.zeros(state.nodes.size, dtype=np.float64)
-        for d in dims:
-            total += (t.req[d] - state.free[:, d]) * inverse[:, d]
-        score = total[nodes]
+        if len(nodes) * 4 < state.nodes.size:  # a few nodes: gather them
+            score = np.zeros(len(nodes), dtype=np.float64)
+            for d in dims:
+                score += (t.req[d] - state.free[nodes, d]) * inverse[nodes, d]
+        else:  # most nodes: whole columns (views) and one gather at the end
+            total = np.zeros(state.nodes.size, dtype=np.float64)
+            for d in dims:
+                total += (t.req[d] - state.free[:, d]) * inverse[:, d]
+            score = total[nodes]
         score += len(dims)
         parts = len(dims)
         if t.gpu_milli:

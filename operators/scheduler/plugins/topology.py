@@ -7,7 +7,7 @@ Network tiers (hard/soft ``highestTier``, same-ToR units) narrow the node mask i
   that holds them with the fewest spare cards (best fit keeps big islands whole); if no island
   holds them, the fewest islands are spanned. Fractional requests take the fullest card that fits.
 * the scorer prefers, for multi-card pods, nodes where the cards fit in one NVLink island (1.0),
-  else one NUMA node (0.5); and it prefers a task's nominated node (held for it by preemption).
+  else one NUMA node (0.5). (A task's nominated node is preferred by placement itself.)
 """
 
 from __future__ import annotations
@@ -102,8 +102,6 @@ class TopologyScorer:
 
     def score(self, t: TaskInfo, nodes: NDArray[np.int64]) -> NDArray[np.float64]:
         out = np.zeros(len(nodes), dtype=np.float64)
-        if t.nominated >= 0:
-            out += 10.0 * (nodes == t.nominated)
         if t.gpu_cards <= 1:
             return out
         state = self.state

@@ -1,0 +1,102 @@
+"""Per-shape fit counts and node scores, kept current incrementally.
+
+Most groups of a session share a few shapes (the same requests per replica). Recomputing "how
+many replicas fit" and "how good is each node" over every node for every group was most of a
+session's time, yet a placement only changes a handful of nodes. So each shape keeps its two
+arrays and, when used, refreshes just the nodes touched since its last use (``state.touched``
+is an append-only log of nodes whose holdings changed, rollbacks included).
+
+Counts and scores here ignore node masks (pool, predicates); callers apply those.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from operators.scheduler.snapshot import GPU_MILLI_PER_CARD
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
+    from operators.scheduler.framework import Extensions
+    from operators.scheduler.state import SessionState, TaskInfo
+
+
+def counts_at(
+    state: SessionState, t: TaskInfo, nodes: NDArray[np.int64] | None
+) -> NDArray[np.float64]:
+    """How many more replicas shaped like ``t`` fit on each of ``nodes`` (None = all nodes).
+
+    Quantities are integers held exactly in float64, and a correctly rounded quotient of two
+    such integers floors to the exact answer, so no epsilon is needed (and floor(a / b) is far
+    faster than float ``//`` in numpy). Whole numbers are returned as float64.
+    """
+    free = state.free if nodes is None else state.free[nodes]
+    size = state.nodes.size if nodes is None else len(nodes)
+    counts: NDArray[np.float64] | None = None
+    for d in t.dims:
+        column = np.floor(free[:, d] / t.req[d])
+        counts = column if counts is None else np.minimum(counts, column, out=counts)
+    if counts is None:
+        counts = np.full(size, 1e9)
+    if t.gpu_cards:
+        full = state.full_cards if nodes is None else state.full_cards[nodes]
+        np.minimum(counts, full // t.gpu_cards, out=counts)
+    elif t.gpu_milli:
+        cards = state.gpu_free if nodes is None else state.gpu_free[nodes]
+        per_card = np.floor(np.maximum(cards, 0.0) / t.gpu_milli)
+        np.minimum(counts, per_card.sum(axis=1), out=counts)
+    # Negative only on a node the snapshot already shows overcommitted.
+    np.maximum(counts, 0.0, out=counts)
+    return counts
+
+
+class ShapeView:
+    __slots__ = ("counts", "scores", "synced")
+
+    def __init__(self, counts: NDArray[np.float64], scores: NDArray[np.float64], synced: int):
+        self.counts = counts
+        self.scores = scores
+        self.synced = synced
+
+
+class ShapeViews:
+    def __init__(self, state: SessionState, ext: Extensions) -> None:
+        self.state = state
+        self.ext = ext
+        self.views: dict[object, ShapeView] = {}
+        self.everything = np.arange(state.nodes.size, dtype=np.int64)
+
+    def get(self, t: TaskInfo) -> ShapeView:
+        state = self.state
+        log = state.touched
+        key = t.shape[0]  # requests + fractional share: all that counts and scores depend on
+        view = self.views.get(key)
+        if view is None:
+            view = ShapeView(
+                counts_at(state, t, None), self.ext.score(t, self.everything), len(log)
+            )
+            self.views[key] = view
+            return view
+        if view.synced < len(log):
+            fresh = log[view.synced :]
+            view.synced = len(log)
+            if len(fresh) * 4 > state.nodes.size:
+                view.counts = counts_at(state, t, None)
+                view.scores = self.ext.score(t, self.everything)
+            else:
+                # Repeats are harmless: each write stores the same fresh value.
+                nodes = np.asarray(fresh, dtype=np.int64)
+                view.counts[nodes] = counts_at(state, t, nodes)
+                view.scores[nodes] = self.ext.score(t, nodes)
+        return view
+
+
+def nominated_bonus(tasks: list[TaskInfo], nodes: NDArray[np.int64]) -> NDArray[np.float64] | None:
+    """Nodes nominated for these tasks (room held for them by a preemption) come first."""
+    held = [t.nominated for t in tasks if t.nominated >= 0]
+    if not held:
+        return None
+    return np.isin(nodes, held).astype(np.float64) * 10.0 * GPU_MILLI_PER_CARD
