@@ -144,7 +144,10 @@ class Extensions:
         return (*(part for key in self.job_keys for part in key(g)), g.pg.created, g.uid)
 
     def task_key(self, t: TaskInfo) -> tuple[object, ...]:
-        return (*(part for key in self.task_keys for part in key(t)), t.task.uid)
+        # Task keys read only static task fields, so each task's key is computed once.
+        if t.order_key is None:
+            t.order_key = (*(part for key in self.task_keys for part in key(t)), t.task.uid)
+        return t.order_key
 
     def queue_key(self, q: int) -> tuple[float, ...]:
         return (*(part for key in self.queue_keys for part in key(q)), float(q))

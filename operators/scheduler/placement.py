@@ -140,6 +140,11 @@ def place_shape(
 
 
 def _by_shape(tasks: list[TaskInfo]) -> list[list[TaskInfo]]:
+    if not tasks:
+        return []
+    first = tasks[0].shape
+    if all(t.shape is first for t in tasks):  # the common case: one shape per gang
+        return [tasks]
     shapes: dict[tuple[object, ...], list[TaskInfo]] = defaultdict(list)
     for t in tasks:
         shapes[t.shape].append(t)

@@ -64,6 +64,7 @@ class TaskInfo:
     evicted: bool = False  # evicted by this session
     nominated: int = -1
     dims: tuple[int, ...] = ()  # non-GPU resource dimensions requested (fit checks)
+    order_key: tuple[object, ...] | None = None  # cached Extensions.task_key
 
     @property
     def pending(self) -> bool:
@@ -168,6 +169,7 @@ class SessionState:
 
         self.tasks: list[TaskInfo] = []
         self._vectors: dict[tuple[object, ...], tuple[NDArray[np.float64], tuple[int, ...]]] = {}
+        self._shapes: dict[tuple[object, ...], tuple[object, ...]] = {}
         self._by_identity: dict[
             int, tuple[object, int, tuple[object, ...], NDArray[np.float64], tuple[int, ...]]
         ] = {}
@@ -253,12 +255,14 @@ class SessionState:
             self._by_identity[id(task.requests)] = (task.requests, milli, key, req, dims)
         pool_name = task.pool if task.pool is not None else group.pg.pool
         pool = self.nodes.pool_position.get(pool_name, 0)
-        shape = (
+        shape: tuple[object, ...] = (
             key,
             tuple(sorted(task.node_selector.items())) if task.node_selector else (),
             task.affinity,
             task.tolerations,
         )
+        # Interned: equal shapes are one object, so grouping can compare by identity.
+        shape = self._shapes.setdefault(shape, shape)
         return TaskInfo(
             task=task,
             group=group,
