@@ -182,12 +182,25 @@ class NodeIndex:
         nvlink = np.zeros((n, width), dtype=np.int32)
         numa = np.zeros((n, width), dtype=np.int32)
         self.has_gpu_layout = np.zeros(n, dtype=np.bool_)
-        layouts: dict[GpuTopology, tuple[NDArray[np.int32], NDArray[np.int32]]] = {}
+        # Nodes are grouped by (card count, layout) so rows are filled in bulk: thousands of
+        # nodes usually share a handful of hardware types.
+        kinds: dict[tuple[int, GpuTopology], list[int]] = {}
         for i, node in enumerate(nodes):
-            cards = node.gpu_count
-            if cards <= 0:
+            if node.gpu_count > 0:
+                kinds.setdefault((node.gpu_count, node.gpu_topology), []).append(i)
+        for (cards, layout), members in kinds.items():
+            rows = np.asarray(members, dtype=np.int64)
+            cap[rows, :cards] = float(GPU_MILLI_PER_CARD)
+            if layout.nvlink or layout.numa:
+                nvlink[rows] = _group_ids(layout.nvlink, width)
+                numa[rows] = _group_ids(layout.numa, width)
+                self.has_gpu_layout[rows] = True
+            else:
+                nvlink[rows] = numa[rows] = np.arange(width, dtype=np.int32) + width
+        for i, node in enumerate(nodes):
+            if node.gpu_count <= 0 or not (node.gpu_foreign_milli or node.foreign_used):
                 continue
-            cap[i, :cards] = float(GPU_MILLI_PER_CARD)
+            cards = node.gpu_count
             foreign_cards = list(node.gpu_foreign_milli[:cards])
             if not any(foreign_cards) and node.foreign_used.get(GPU, 0) > 0:
                 # Whole foreign cards without per-card detail: assume the highest ids.
@@ -195,16 +208,6 @@ class NodeIndex:
                 foreign_cards = [0] * (cards - held) + [GPU_MILLI_PER_CARD] * held
             for card, milli in enumerate(foreign_cards):
                 cap[i, card] -= min(float(milli), float(GPU_MILLI_PER_CARD))
-            layout = node.gpu_topology
-            if layout.nvlink or layout.numa:
-                ids = layouts.get(layout)
-                if ids is None:
-                    ids = (_group_ids(layout.nvlink, width), _group_ids(layout.numa, width))
-                    layouts[layout] = ids
-                nvlink[i], numa[i] = ids
-                self.has_gpu_layout[i] = True
-            else:
-                nvlink[i] = numa[i] = np.arange(width, dtype=np.int32) + width
         self.gpu_capacity = cap
         self.capacity[:, space.gpu] = cap.sum(axis=1)
         self.nvlink_group = nvlink

@@ -141,10 +141,8 @@ class SessionState:
         self.full_cards: NDArray[np.int64] = full.sum(axis=1)
         # Whole free cards per NVLink island / NUMA node (N, islands), kept in step likewise.
         # Largest whole-free island per node: what the topology scorer asks for.
-        self.nvlink_best = np.zeros(n, dtype=np.int64)
-        self.numa_best = np.zeros(n, dtype=np.int64)
-        for with_cards in np.flatnonzero(self.full_cards).tolist():
-            self._refresh_cards(with_cards)
+        self.nvlink_best = _largest_island(full, self.nodes.nvlink_group)
+        self.numa_best = _largest_island(full, self.nodes.numa_group)
         # Tasks of pools other than the node's pool (borrowers), per node.
         self.borrowed_on_node = np.zeros(n, dtype=np.int64)
         self.pool_tasks = np.zeros(len(self.nodes.pool_names), dtype=np.int64)
@@ -193,8 +191,13 @@ class SessionState:
         for g in self.groups:
             g.tasks.sort(key=lambda t: (-t.replica_priority, t.task.role, t.task.index, t.task.uid))
         for g in self.groups:
-            for t in g.pending_tasks():
-                self.queues.demand[g.queue] += t.req
+            waiting = g.pending_tasks()
+            if waiting:
+                first = waiting[0].req
+                if all(t.req is first for t in waiting):
+                    self.queues.demand[g.queue] += first * len(waiting)
+                else:
+                    self.queues.demand[g.queue] += np.sum([t.req for t in waiting], axis=0)
             if not g.tasks and g.pg.phase == GroupPhase.PENDING:
                 self.queues.demand[g.queue] += self.min_resources(g)
         total = self.nodes.capacity[self.nodes.schedulable].sum(axis=0)
@@ -389,6 +392,14 @@ class SessionState:
     def will_evict(self, g: GroupInfo) -> bool:
         mark = g.pg.preemption
         return mark is not None and mark.role == PreemptionRole.WILL_EVICT
+
+
+def _largest_island(full: NDArray[np.bool_], ids: NDArray[np.int32]) -> NDArray[np.int64]:
+    """Per node, the most whole-free cards in one island (vectorised, for session open)."""
+    best = np.zeros(full.shape[0], dtype=np.int64)
+    for island in range(2 * full.shape[1]):
+        np.maximum(best, ((ids == island) & full).sum(axis=1), out=best)
+    return best
 
 
 def gang_minimum(g: GroupInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
