@@ -163,6 +163,27 @@ def _capability_ok(snap: Snapshot, result: object) -> None:
             assert used[name] <= cap, (name, used[name], cap)
 
 
+def _hard_topology_ok(snap: Snapshot, result: object) -> None:
+    """A group with a hard ToR constraint that got room holds it inside one ToR."""
+    from operators.scheduler.session import SessionResult
+
+    assert isinstance(result, SessionResult)
+    if snap.topology is None:
+        return
+    tor = {n.name: n.labels["tor"] for n in snap.nodes}
+    hard = {
+        g.uid
+        for g in snap.groups
+        if g.network_topology is not None and g.network_topology.mode == TopologyMode.HARD
+    }
+    touched = {d.group for d in result.decisions if isinstance(d, Bind | Nominate)}
+    for uid in hard & touched:
+        tors = {
+            tor[n] for n, held in holdings(snap, result).items() for t in held if t.group == uid
+        }
+        assert len(tors) == 1, (uid, tors)
+
+
 @PROFILE
 @given(clusters(), queue_trees(), workloads("a"), workloads("b"), st.booleans())
 def test_invariants_hold_after_every_session(
@@ -186,6 +207,7 @@ def test_invariants_hold_after_every_session(
         assert_no_node_overcommitted(snap, result)
         assert_gangs_all_or_nothing(snap, result)
         _capability_ok(snap, result)
+        _hard_topology_ok(snap, result)
         # Every group that still waits has a reason.
         served = {d.task for d in result.decisions if isinstance(d, Bind | Nominate)}
         for g in snap.groups:
