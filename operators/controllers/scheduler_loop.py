@@ -248,7 +248,15 @@ class SchedulerOperator:
             )
             if self._schedule_wanted or timed_work:
                 self._schedule_wanted = False
-                await self.cycle(applier, status)
+                try:
+                    await self.cycle(applier, status)
+                except Exception:
+                    # One bad snapshot (a core bug, an odd object) must not stop scheduling for
+                    # everybody: log it, count it, and try again shortly with a fresh snapshot.
+                    log.exception("scheduling cycle failed; retrying")
+                    self.metrics.attempts.labels(result="error").inc()
+                    self._schedule_wanted = True
+                    await asyncio.sleep(1.0)
             elif woke:
                 # Only pod phases moved (e.g. Running): refresh statuses, no session needed.
                 now = time.time()
