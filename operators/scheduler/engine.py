@@ -140,7 +140,7 @@ def close(ssn: Session, timings: dict[str, float]) -> SessionResult:
     _fill_explanations(ssn)
     return SessionResult(
         decisions=tuple(decisions),
-        explanations=MappingProxyType(dict(state.explanations)),
+        explanations=MappingProxyType(dict(state.all_explanations())),
         timings=MappingProxyType(timings),
         queues=MappingProxyType(_queue_statuses(state)),
         pools=MappingProxyType(_pool_statuses(state)),
@@ -172,7 +172,7 @@ def _fill_explanations(ssn: Session) -> None:
     """Every group that still waits for something gets a reason, never silence."""
     state = ssn.state
     for g in state.groups:
-        if g.uid in state.explanations:
+        if state.has_explanation(g.uid):
             continue
         if g.phase == GroupPhase.PENDING and not g.tasks:
             message = "waiting for admission (enqueue is not configured)"

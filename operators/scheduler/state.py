@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from operators.scheduler.decisions import Explanation
 from operators.scheduler.nodes import NodeIndex
 from operators.scheduler.queues import QueueTree
 from operators.scheduler.resources import ResourceSpace
@@ -29,11 +30,11 @@ from operators.scheduler.snapshot import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     from numpy.typing import NDArray
 
-    from operators.scheduler.decisions import Explanation
+    from operators.scheduler.decisions import ReasonCode
     from operators.scheduler.framework import VictimUnit
     from operators.scheduler.session import SessionConfig
 
@@ -147,6 +148,7 @@ class SessionState:
         self.borrowed_on_node = np.zeros(n, dtype=np.int64)
         self.pool_tasks = np.zeros(len(self.nodes.pool_names), dtype=np.int64)
         self.explanations: dict[str, Explanation] = {}
+        self._lazy: dict[str, tuple[ReasonCode, Callable[[], str]]] = {}
         # Nodes whose holdings changed, in order (append-only; shapeviews.py syncs from it).
         self.touched: list[int] = []
         # Victim units per group uid, keyed by the group's holdings version (eviction.py).
@@ -384,6 +386,26 @@ class SessionState:
 
     def explain(self, g: GroupInfo, explanation: Explanation) -> None:
         self.explanations[g.uid] = explanation
+        self._lazy.pop(g.uid, None)
+
+    def explain_lazy(self, g: GroupInfo, code: ReasonCode, message: Callable[[], str]) -> None:
+        """Record an explanation whose text is only formatted if someone reads it."""
+        self._lazy[g.uid] = (code, message)
+        self.explanations.pop(g.uid, None)
+
+    def explanation(self, uid: str) -> Explanation | None:
+        lazy = self._lazy.pop(uid, None)
+        if lazy is not None:
+            self.explanations[uid] = Explanation(uid, lazy[0], lazy[1]())
+        return self.explanations.get(uid)
+
+    def has_explanation(self, uid: str) -> bool:
+        return uid in self.explanations or uid in self._lazy
+
+    def all_explanations(self) -> dict[str, Explanation]:
+        for uid in list(self._lazy):
+            self.explanation(uid)
+        return self.explanations
 
     def privileged(self, g: GroupInfo) -> bool:
         mark = g.pg.preemption

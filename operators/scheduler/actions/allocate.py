@@ -19,7 +19,7 @@ import numpy as np
 from operators.scheduler.actions.ordering import round_robin
 from operators.scheduler.decisions import Explanation, ReasonCode
 from operators.scheduler.framework import AllocatePass, Vote
-from operators.scheduler.placement import place_group_tasks
+from operators.scheduler.placement import PlaceFailure, place_group_tasks
 from operators.scheduler.plugins.gang import shortfall
 from operators.scheduler.session import ActionName
 from operators.scheduler.snapshot import GroupPhase
@@ -90,17 +90,16 @@ def allocate_group(ssn: Session, g: GroupInfo, phase: AllocatePass, *, borrow: b
             g, Explanation(g.uid, verdict.code or ReasonCode.QUOTA_EXCEEDED, verdict.message)
         )
         return "failed"
-    failures: list[str] = []
-    first_code: ReasonCode | None = None
+    failures: list[tuple[str, PlaceFailure]] = []
     sets = ext.candidate_sets(g, state.nodes.schedulable)
     if borrow:
         next(sets, None)  # the own pool was tried by allocate already
+    else:
+        # DESIGN: on shortage, preempt inside the own pool first; borrowing comes after
+        # preempt and reclaim (backfill's first step) for groups they could not help.
+        own = next(sets, None)
+        sets = iter([own] if own is not None else [])
     for node_set in sets:
-        if node_set.borrowed and not borrow:
-            # DESIGN: on shortage, preempt inside the own pool first; borrowing comes after
-            # preempt and reclaim (backfill's first step) for groups they could not help.
-            g.borrow_later = True
-            break
         stmt = Statement(state)
         failure = place_group_tasks(
             ssn, stmt, g, tasks, node_set.mask, Placement.BIND, node_set.label
@@ -118,13 +117,20 @@ def allocate_group(ssn: Session, g: GroupInfo, phase: AllocatePass, *, borrow: b
             return "placed"
         stmt.discard()
         if failure is not None:
-            first_code = first_code or failure.code
-            failures.append(f"in {node_set.label}: {failure.message}")
+            failures.append((node_set.label, failure))
     g.attempted = True
+    if not borrow:
+        g.borrow_later = True
     if borrow and not failures:
         return "failed"  # no lender could be tried: keep the own-pool explanation
-    message = "; ".join(failures) if failures else "gang not ready"
-    if borrow and (old := state.explanations.get(g.uid)) is not None:
-        message = f"{old.message}; {message}"
-    state.explain(g, Explanation(g.uid, first_code or ReasonCode.UNSCHEDULABLE, message))
+    old = state.explanation(g.uid) if borrow else None
+    code = failures[0][1].code if failures else ReasonCode.UNSCHEDULABLE
+
+    def message() -> str:
+        # Built only if read: most failures are retried elsewhere and never shown.
+        parts = [f"in {label}: {failure.message}" for label, failure in failures]
+        text = "; ".join(parts) if parts else "gang not ready"
+        return f"{old.message}; {text}" if old is not None else text
+
+    state.explain_lazy(g, code, message)
     return "failed"

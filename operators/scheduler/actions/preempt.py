@@ -58,7 +58,7 @@ def attempt(ssn: Session, g: GroupInfo, purpose: Purpose) -> None:
             ),
         )
     elif not outcome.placed:
-        old = state.explanations.get(g.uid)
+        old = state.explanation(g.uid)
         base = old.message if old is not None else "does not fit"
         code = old.code if old is not None else ReasonCode.UNSCHEDULABLE
         label = "preemption" if purpose is Purpose.PREEMPT else "reclaim"
