@@ -150,11 +150,8 @@ class NodeIndex:
         self.pool_position: dict[str, int] = {name: i for i, name in enumerate(names)}
         by_name = {p.name: p for p in pools}
         self.pools: list[Pool] = [by_name.get(name, Pool(name=name)) for name in names]
-        self.node_pool: NDArray[np.int32] = np.fromiter(
-            (self.pool_position[pool_of_node(node, pools)] for node in nodes),
-            dtype=np.int32,
-            count=n,
-        )
+        self.pool_of: list[int] = [self.pool_position[pool_of_node(node, pools)] for node in nodes]
+        self.node_pool: NDArray[np.int32] = np.asarray(self.pool_of, dtype=np.int32)
 
         # Capacity net of foreign pods, one column per resource (a loop over resources, not
         # nodes); a node without a "pods" figure is unlimited on pods. GPU foreign usage is
@@ -215,6 +212,7 @@ class NodeIndex:
         # Card -> island id as Python lists, for per-node bookkeeping after a placement.
         self.nvlink_ids: list[list[int]] = nvlink.tolist()
         self.numa_ids: list[list[int]] = numa.tolist()
+        self.layout_of: list[bool] = self.has_gpu_layout.tolist()
 
         # Network tiers: per level, a domain code per node. Nodes lacking the label are their
         # own domain, so they never "share" a ToR by accident.

@@ -134,7 +134,6 @@ class SessionState:
         self.space = ResourceSpace(names)
         self.nodes = NodeIndex(snapshot.nodes, snapshot.pools, snapshot.topology, self.space)
         self.queues = QueueTree(snapshot.queues, self.space)
-        n = self.nodes.size
         self.free: NDArray[np.float64] = self.nodes.capacity.copy()
         self.gpu_free: NDArray[np.float64] = self.nodes.gpu_capacity.copy()
         # Whole free cards per node, kept in step with gpu_free (hot in fit checks).
@@ -145,8 +144,7 @@ class SessionState:
         self.nvlink_best = _largest_island(full, self.nodes.nvlink_group)
         self.numa_best = _largest_island(full, self.nodes.numa_group)
         # Tasks of pools other than the node's pool (borrowers), per node.
-        self.borrowed_on_node = np.zeros(n, dtype=np.int64)
-        self.pool_tasks = np.zeros(len(self.nodes.pool_names), dtype=np.int64)
+        self.pool_tasks: list[int] = [0] * len(self.nodes.pool_names)
         self.explanations: dict[str, Explanation] = {}
         self._lazy: dict[str, tuple[ReasonCode, Callable[[], str]]] = {}
         # Nodes whose holdings changed, in order (append-only; shapeviews.py syncs from it).
@@ -330,7 +328,7 @@ class SessionState:
                         delta[card] += share
             self.gpu_free[node] -= sign * np.asarray(delta)
             self._refresh_cards(node)
-        node_pool = int(self.nodes.node_pool[node])
+        node_pool = self.nodes.pool_of[node]
         self.pool_tasks[node_pool] += sign * len(tasks)
         if uniform:
             t0.group.held_count += sign * len(tasks)
@@ -341,10 +339,8 @@ class SessionState:
                 t.group.held_count += sign
                 if t.group.queue >= 0:
                     self.queues.add_usage(t.group.queue, sign * t.req)
-        borrowed = [t for t in tasks if t.pool != node_pool]
-        if borrowed:
-            self.borrowed_on_node[node] += sign * len(borrowed)
-            for t in borrowed:
+        for t in tasks:
+            if t.pool != node_pool:
                 t.group.borrowed_count += sign
 
     def _take(self, t: TaskInfo, node: int, gpu_ids: tuple[int, ...]) -> None:

@@ -27,10 +27,10 @@ if TYPE_CHECKING:
 _EPS = 1e-6
 
 
-def _best_island(free_cards: list[int], groups: NDArray[np.int32], want: int) -> list[int] | None:
+def _best_island(free_cards: list[int], groups: list[int], want: int) -> list[int] | None:
     islands: dict[int, list[int]] = {}
     for card in free_cards:
-        islands.setdefault(int(groups[card]), []).append(card)
+        islands.setdefault(groups[card], []).append(card)
     fitting = [cards for cards in islands.values() if len(cards) >= want]
     if not fitting:
         return None
@@ -70,21 +70,22 @@ def pick_gpus(
     want = t.gpu_cards
     if len(full) < want:
         return ()
-    if want == 1 or not state.nodes.has_gpu_layout[node]:
-        if want == 1 and state.nodes.has_gpu_layout[node]:
+    layout = state.nodes.layout_of[node]
+    if want == 1 or not layout:
+        if want == 1 and layout:
             # A single card from the most-used island keeps whole islands free for big pods.
-            chosen = _best_island(full, state.nodes.nvlink_group[node], 1)
+            chosen = _best_island(full, state.nodes.nvlink_ids[node], 1)
             if chosen is not None:
                 return tuple(chosen)
         return tuple(full[:want])
-    for groups in (state.nodes.nvlink_group[node], state.nodes.numa_group[node]):
+    for groups in (state.nodes.nvlink_ids[node], state.nodes.numa_ids[node]):
         chosen = _best_island(full, groups, want)
         if chosen is not None:
             return tuple(sorted(chosen))
     # Span as few islands as possible: largest islands first.
     islands: dict[int, list[int]] = {}
     for card in full:
-        islands.setdefault(int(state.nodes.nvlink_group[node][card]), []).append(card)
+        islands.setdefault(state.nodes.nvlink_ids[node][card], []).append(card)
     picked: list[int] = []
     for cards in sorted(islands.values(), key=lambda cs: (-len(cs), cs[0])):
         picked.extend(cards[: want - len(picked)])
