@@ -15,6 +15,7 @@ import sys
 import tempfile
 import time
 from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import TextIO
 
@@ -66,8 +67,9 @@ def _ldflags(component: Component) -> str:
     return " ".join(flags)
 
 
-def build_component(component: Component, log: Path) -> None:
-    module_src = resources.files("operators.devcluster") / "toolchain" / component.module_dir
+def build_component(component: Component, log: Path, toolchain: Traversable | None = None) -> None:
+    root = toolchain or resources.files("operators.devcluster") / "toolchain"
+    module_src = root / component.module_dir
     env = {
         **os.environ,
         "GOTOOLCHAIN": "local",

@@ -12,7 +12,7 @@ from cryptography import x509
 from operators.devcluster import build, pki
 from operators.devcluster.cluster import DevCluster
 from operators.devcluster.errors import DevClusterError
-from operators.devcluster.versions import COMPONENTS, bin_dir
+from operators.devcluster.versions import COMPONENTS, Component, bin_dir
 
 
 def test_missing_go_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -97,3 +97,25 @@ def test_kwok_stages_cover_the_documented_lifecycle() -> None:
     complete = stages["sluice-pod-complete"]["spec"]
     assert "sluice.dev/complete-after" in complete["delay"]["durationFrom"]["expressionFrom"]
     assert "jitterDurationMilliseconds" not in complete["delay"]
+
+
+def test_failed_build_shows_the_go_error_and_a_fix(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A real `go build` that cannot fetch its module: the error carries Go's own words."""
+    monkeypatch.setenv("SLUICE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("GOPROXY", "off")  # no network: the missing module fails at once
+    monkeypatch.setenv("GOMODCACHE", str(tmp_path / "gomod"))
+    module = tmp_path / "toolchain" / "broken"
+    module.mkdir(parents=True)
+    (module / "go.mod").write_text(
+        "module sluice.dev/broken\n\ngo 1.24\n\nrequire example.com/nothing v1.0.0\n"
+    )
+    (module / "go.sum").write_text("")
+    component = Component("broken", "v0.0.1", "broken", (("nothing", "example.com/nothing"),))
+    log = tmp_path / "build.log"
+    with pytest.raises(DevClusterError, match="building nothing v0.0.1 failed") as err:
+        build.build_component(component, log, toolchain=tmp_path / "toolchain")
+    assert "example.com/nothing" in str(err.value)
+    assert "GOPROXY" in err.value.hint
+    assert not bin_dir(component).exists()
