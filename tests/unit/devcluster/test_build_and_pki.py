@@ -114,7 +114,7 @@ def test_failed_build_shows_the_go_error_and_a_fix(
     (module / "go.sum").write_text("")
     component = Component("broken", "v0.0.1", "broken", (("nothing", "example.com/nothing"),))
     log = tmp_path / "build.log"
-    with pytest.raises(DevClusterError, match="building nothing v0.0.1 failed") as err:
+    with pytest.raises(DevClusterError, match=r"building nothing v0\.0\.1 failed") as err:
         build.build_component(component, log, toolchain=tmp_path / "toolchain")
     assert "example.com/nothing" in str(err.value)
     assert "GOPROXY" in err.value.hint
