@@ -100,6 +100,9 @@ OverusedCheck = Callable[[int], bool]
 # May ``unit`` be a victim for ``preemptor``? Combination: INTERSECTION - a unit is a victim
 # only if no plugin says False (None = abstain); if every plugin abstains it is not a victim.
 VictimFilter = Callable[["GroupInfo", VictimUnit, Purpose], "bool | None"]
+# Could any victim exist for this preemptor (a cheap check before the victim search)?
+# Combination: ANY True -> search; otherwise ANY False -> skip; all None -> search.
+VictimPrecheck = Callable[["GroupInfo", Purpose], "bool | None"]
 # Victim order (DESIGN.md: borrowed, overcommitted, lower priority, least disruption).
 # Combination: LEXICOGRAPHIC as for job order; smallest key is evicted first.
 VictimKey = Callable[["GroupInfo", VictimUnit], SortKey]
@@ -134,6 +137,7 @@ class Extensions:
     overused_checks: list[OverusedCheck] = field(default_factory=list)
     victim_filters: list[VictimFilter] = field(default_factory=list)
     victim_keys: list[VictimKey] = field(default_factory=list)
+    victim_prechecks: list[VictimPrecheck] = field(default_factory=list)
     ready_checks: list[ReadyCheck] = field(default_factory=list)
     node_sets: list[NodeSets] = field(default_factory=list)
     enqueued_hooks: list[EnqueuedHook] = field(default_factory=list)
@@ -216,6 +220,10 @@ class Extensions:
                 return False
             said_yes = said_yes or answer is True
         return said_yes
+
+    def victims_possible(self, preemptor: GroupInfo, purpose: Purpose) -> bool:
+        answers = [check(preemptor, purpose) for check in self.victim_prechecks]
+        return any(a is True for a in answers) or not any(a is False for a in answers)
 
     def victim_key(self, preemptor: GroupInfo, unit: VictimUnit) -> tuple[object, ...]:
         parts = (part for key in self.victim_keys for part in key(preemptor, unit))

@@ -114,7 +114,7 @@ def place_shape(
     t0 = tasks[0]
     need = len(tasks)
     view = ssn.views.get(t0)
-    counts = view.counts * (mask & ssn.ext.feasible(t0))
+    counts = view.counts * ssn.views.allowed(t0, mask, ssn.ext.feasible)
     cand = np.flatnonzero(counts)
     available = int(counts[cand].sum())
     if available < need:

@@ -18,6 +18,8 @@ import numpy as np
 from operators.scheduler.snapshot import GPU_MILLI_PER_CARD
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from numpy.typing import NDArray
 
     from operators.scheduler.framework import Extensions
@@ -68,17 +70,38 @@ class ShapeViews:
         self.ext = ext
         self.views: dict[object, ShapeView] = {}
         self.everything = np.arange(state.nodes.size, dtype=np.int64)
+        self._allowed: dict[tuple[int, int], tuple[NDArray[np.bool_], NDArray[np.bool_]]] = {}
+
+    def allowed(
+        self,
+        t: TaskInfo,
+        mask: NDArray[np.bool_],
+        feasible: Callable[[TaskInfo], NDArray[np.bool_]],
+    ) -> NDArray[np.bool_]:
+        """``mask & feasible(t)``, cached: node sets (pools) and shapes repeat all session."""
+        key = (id(mask), id(t.shape))
+        found = self._allowed.get(key)
+        if found is not None and found[0] is mask:
+            return found[1]
+        both = mask & feasible(t)
+        self._allowed[key] = (mask, both)  # keeps ``mask`` alive, so its id stays unique
+        return both
 
     def get(self, t: TaskInfo) -> ShapeView:
         state = self.state
         log = state.touched
-        key = t.shape[0]  # requests + fractional share: all that counts and scores depend on
-        view = self.views.get(key)
+        view = t.view
         if view is None:
+            # requests + fractional share: all that counts and scores depend on
+            view = self.views.get(t.shape[0])
+        if view is not None:
+            t.view = view
+        else:
             view = ShapeView(
                 counts_at(state, t, None), self.ext.score(t, self.everything), len(log)
             )
-            self.views[key] = view
+            self.views[t.shape[0]] = view
+            t.view = view
             return view
         if view.synced < len(log):
             fresh = log[view.synced :]

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from operators.scheduler.decisions import ReasonCode
     from operators.scheduler.framework import VictimUnit
     from operators.scheduler.session import SessionConfig
+    from operators.scheduler.shapeviews import ShapeView
 
 
 CARD_EPS = 1e-6
@@ -66,6 +67,7 @@ class TaskInfo:
     nominated: int = -1
     dims: tuple[int, ...] = ()  # non-GPU resource dimensions requested (fit checks)
     order_key: tuple[object, ...] | None = None  # cached Extensions.task_key
+    view: ShapeView | None = None  # cached shapeviews lookup
 
     @property
     def pending(self) -> bool:
@@ -145,6 +147,7 @@ class SessionState:
         self.numa_best = _largest_island(full, self.nodes.numa_group)
         # Tasks of pools other than the node's pool (borrowers), per node.
         self.pool_tasks: list[int] = [0] * len(self.nodes.pool_names)
+        self.pool_borrowed: list[int] = [0] * len(self.nodes.pool_names)  # borrowers on it
         self.explanations: dict[str, Explanation] = {}
         self._lazy: dict[str, tuple[ReasonCode, Callable[[], str]]] = {}
         # Nodes whose holdings changed, in order (append-only; shapeviews.py syncs from it).
@@ -342,6 +345,7 @@ class SessionState:
         for t in tasks:
             if t.pool != node_pool:
                 t.group.borrowed_count += sign
+                self.pool_borrowed[node_pool] += sign
 
     def _take(self, t: TaskInfo, node: int, gpu_ids: tuple[int, ...]) -> None:
         self.move((t,), node, (gpu_ids,), 1)

@@ -153,6 +153,8 @@ def make_room(
     if not tasks:
         return RoomOutcome(False, [], message="no pods to place")
     need = np.sum([t.req for t in tasks], axis=0)
+    if only is None and not ext.victims_possible(g, purpose):
+        return RoomOutcome(False, [], message="no job may be preempted for it")
     allowed = set(only) if only is not None else None
     units = [
         u

@@ -82,6 +82,13 @@ class Pools:
             return True
         return None
 
+    def victim_precheck(self, preemptor: GroupInfo, purpose: Purpose) -> bool | None:
+        if purpose is Purpose.RECLAIM and self.state.pool_borrowed[preemptor.pool] > 0:
+            return True  # borrowers on the preemptor's own pool can always be reclaimed
+        if purpose is Purpose.PREEMPT and self.state.nodes.pools[preemptor.pool].disable_preemption:
+            return False
+        return None
+
     @staticmethod
     def victim_key(preemptor: GroupInfo, unit: VictimUnit) -> SortKey:
         return (0.0 if unit.borrowed else 1.0,)
@@ -92,3 +99,4 @@ def register(state: SessionState, ext: Extensions) -> None:
     ext.node_sets.append(pools.node_sets)
     ext.victim_filters.append(pools.victim_filter)
     ext.victim_keys.append(pools.victim_key)
+    ext.victim_prechecks.append(pools.victim_precheck)

@@ -35,6 +35,12 @@ def _victim_filter(preemptor: GroupInfo, unit: VictimUnit, purpose: Purpose) -> 
     return victim.priority < preemptor.priority
 
 
+def _victim_precheck(preemptor: GroupInfo, purpose: Purpose) -> bool | None:
+    if purpose is Purpose.PREEMPT and not preemptor.can_preempt:
+        return False
+    return None
+
+
 def _victim_key(preemptor: GroupInfo, unit: VictimUnit) -> SortKey:
     return (float(unit.group.priority[0]), float(unit.group.priority[1]))
 
@@ -43,3 +49,4 @@ def register(state: SessionState, ext: Extensions) -> None:
     ext.job_keys.append(_job_key)
     ext.victim_filters.append(_victim_filter)
     ext.victim_keys.append(_victim_key)
+    ext.victim_prechecks.append(_victim_precheck)

@@ -158,6 +158,18 @@ class Quota:
             return False
         return bool((alloc - freed >= tree.guarantee[vq] - _EPS)[freed > 0].all())
 
+    def victim_precheck(self, preemptor: GroupInfo, purpose: Purpose) -> bool | None:
+        """Queue reclaim needs the reclaiming queue to stay within its deserved share."""
+        if purpose is not Purpose.RECLAIM or preemptor.queue < 0:
+            return None
+        tree = self.tree
+        need = self.state.min_resources(preemptor)
+        if not _within(
+            tree.allocated[preemptor.queue] + need, tree.deserved[preemptor.queue], need
+        ):
+            return False
+        return None
+
     def victim_key(self, preemptor: GroupInfo, unit: VictimUnit) -> SortKey:
         g = unit.group
         over = bool(g.pg.overcommit and g.queue >= 0 and self.tree.overcommit[g.queue])
@@ -201,6 +213,7 @@ def register(state: SessionState, ext: Extensions) -> Quota:
     ext.allocatable_checks.append(quota.allocatable)
     ext.victim_filters.append(quota.victim_filter)
     ext.victim_keys.append(quota.victim_key)
+    ext.victim_prechecks.append(quota.victim_precheck)
     ext.enqueued_hooks.append(quota.reserve)
     ext.placed_hooks.append(quota.release)
     return quota
