@@ -32,6 +32,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+import uuid
 from typing import Any
 
 from operators.runtime import kubeconfig
@@ -218,6 +219,9 @@ async def bench(
     kubeconfig_path: str, pods: int, concurrency: int, rounds: int, logs: pathlib.Path
 ) -> dict[str, Any]:
     conn = kubeconfig.load(kubeconfig_path)
+    # Fresh pod names every run: the pod garbage collector acts on names from its (possibly
+    # lagging) cache and would delete a new pod that reuses an old, force-deleted pod's name.
+    run = uuid.uuid4().hex[:5]
     bare_rates: list[float] = []
     sched_rates: list[float] = []
     sched_totals: list[float] = []
@@ -225,7 +229,7 @@ async def bench(
         await ensure_namespace(client)
         await delete_pods(client)
         for r in range(rounds):
-            secs = await create_pods(client, pods, IDLE_SCHEDULER, f"bare{r}")
+            secs = await create_pods(client, pods, IDLE_SCHEDULER, f"bare{r}-{run}")
             print(f"round {r + 1}: created {pods} pods for the bare loop in {secs:.1f}s")
             n, elapsed = await bare_loop(client, concurrency)
             assert await count_bound(client) == pods, "bare loop left pods unbound"
@@ -236,7 +240,7 @@ async def bench(
             )
             await delete_pods(client)
 
-            secs = await create_pods(client, pods, "sluice", f"sluice{r}")
+            secs = await create_pods(client, pods, "sluice", f"sluice{r}-{run}")
             print(f"round {r + 1}: created {pods} pods for sluice in {secs:.1f}s")
             window, total = await run_scheduler(
                 kubeconfig_path, pods, concurrency, logs / f"scheduler-{r + 1}.log"

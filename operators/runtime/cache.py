@@ -17,6 +17,7 @@ import logging
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
+from typing import Literal
 
 from operators.runtime import records as R
 from operators.runtime.informer import EventType, Key
@@ -24,7 +25,8 @@ from operators.scheduler import snapshot as S
 
 log = logging.getLogger(__name__)
 
-ChangeKind = str  # "schedule": the session may decide differently; "status": only status may change
+ChangeKind = Literal["schedule", "status"]
+"""`schedule`: a session may decide differently now; `status`: only group statuses may change."""
 FINISHED_PHASES = (S.GroupPhase.COMPLETED, S.GroupPhase.FAILED)
 
 
@@ -62,7 +64,6 @@ class SchedulerCache:
         self._tasks: dict[str, S.Task] = {}  # managed pods, by uid
         self._implicit: dict[str, S.PodGroup] = {}  # implicit groups, by pod uid
         self._explicit: dict[str, S.PodGroup] = {}  # PodGroup objects, by uid
-        self._groups_dirty = True
 
     # ----------------------------------------------------------------------------------------
     # classification
@@ -145,7 +146,6 @@ class SchedulerCache:
                 rec = self.pods.get(uid)
                 if rec is not None:
                     self._rebuild_pod(rec)
-        self._groups_dirty = True
         if old is None or new is None or old.group != new.group:
             self._notify("schedule")
 
@@ -170,7 +170,6 @@ class SchedulerCache:
         if new != old:
             for uid, grp_key in self._group_key_by_uid.items():
                 self._explicit[uid] = self._resolve_group(self.groups[grp_key])
-            self._groups_dirty = True
             self._notify("schedule")
 
     def on_budget(
@@ -232,8 +231,7 @@ class SchedulerCache:
                 if not members:
                     del self._pods_by_group[(rec.namespace, rec.group_name)]
         self._tasks.pop(rec.uid, None)
-        if self._implicit.pop(rec.uid, None) is not None:
-            self._groups_dirty = True
+        self._implicit.pop(rec.uid, None)
 
     def _rebuild_pod(self, rec: R.PodRecord) -> None:
         """Recompute the pod's Task (and implicit group), applying an assumed binding if any."""
@@ -242,8 +240,7 @@ class SchedulerCache:
             self._dirty_nodes.add(rec.node_name)
         if not self._managed(rec):
             self._tasks.pop(rec.uid, None)
-            if self._implicit.pop(rec.uid, None) is not None:
-                self._groups_dirty = True
+            self._implicit.pop(rec.uid, None)
             return
         task = R.task(rec, self.group_uid_of(rec))
         if rec.group_name:
@@ -261,10 +258,7 @@ class SchedulerCache:
         self._tasks[rec.uid] = task
         if not rec.group_name:
             bound = task.node is not None
-            implicit = R.implicit_group(rec, bound)
-            if self._implicit.get(rec.uid) != implicit:
-                self._implicit[rec.uid] = implicit
-                self._groups_dirty = True
+            self._implicit[rec.uid] = R.implicit_group(rec, bound)
 
     def _resolve_group(self, rec: R.GroupRecord) -> S.PodGroup:
         if rec.priority_class and rec.priority_class in self.priority_classes:
