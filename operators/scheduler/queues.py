@@ -83,7 +83,7 @@ class QueueTree:
         self.weight = np.asarray([max(q.weight, 1e-9) for q in self.specs], dtype=np.float64)
         self.guarantee = np.stack([space.vector(q.guarantee) for q in self.specs])
         self.capability = np.stack([space.vector(q.capability, missing=np.inf) for q in self.specs])
-        # A capability written as 0 for "pods" is meaningless; never cap pods implicitly.
+        self.capability_eps = self.capability + _EPS
         self.reclaimable = np.asarray([q.reclaimable for q in self.specs], dtype=np.bool_)
         self.overcommit = np.asarray([q.overcommit for q in self.specs], dtype=np.bool_)
         self.open = np.asarray([q.state == QueueState.OPEN for q in self.specs], dtype=np.bool_)
@@ -97,8 +97,7 @@ class QueueTree:
     def headroom_ok(self, queue: int, vec: NDArray[np.float64], *, overcommit: bool) -> bool:
         """Would adding ``vec`` keep the queue and every ancestor within capability?"""
         chain = self.ancestors[queue]
-        after = self.allocated[chain] + vec
-        within = after <= self.capability[chain] + _EPS
+        within = self.allocated[chain] + vec <= self.capability_eps[chain]
         if within.all():
             return True
         # Overcommit lets marked jobs past the cap of queues that opt in; dims the job does

@@ -117,13 +117,16 @@ class Quota:
                 f"{space.describe(tree.allocated[g.queue])}, needs {space.describe(need)} more",
             )
         if phase is AllocatePass.SHARE:
-            for q in tree.ancestors[g.queue]:
-                if not _within(tree.allocated[q] + need, tree.deserved[q], need):
-                    return Verdict(
-                        Vote.REJECT,
-                        ReasonCode.QUOTA_EXCEEDED,
-                        f"queue {tree.names[q]!r} is at its deserved share",
-                    )
+            # The whole chain at once: rows are the queue and its ancestors.
+            chain = tree.ancestors[g.queue]
+            over = (tree.allocated[chain] + need > tree.deserved[chain] + _EPS) & (need > 0)
+            if over.any():
+                q = int(chain[int(np.flatnonzero(over.any(axis=1))[0])])
+                return Verdict(
+                    Vote.REJECT,
+                    ReasonCode.QUOTA_EXCEEDED,
+                    f"queue {tree.names[q]!r} is at its deserved share",
+                )
         return PERMIT
 
     def victim_filter(
