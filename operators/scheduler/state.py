@@ -169,6 +169,7 @@ class SessionState:
             self.groups_by_queue.setdefault(g.queue, []).append(g)
 
         self.tasks: list[TaskInfo] = []
+        self.releasing: dict[int, int] = {}  # node -> pods still terminating there
         self._vectors: dict[tuple[object, ...], tuple[NDArray[np.float64], tuple[int, ...]]] = {}
         self._shapes: dict[tuple[object, ...], tuple[object, ...]] = {}
         self._by_identity: dict[
@@ -185,6 +186,8 @@ class SessionState:
                 where = self.nodes.position.get(task.node)
                 if where is None:
                     continue  # bound to a node that left the snapshot: holds nothing we see
+                if task.status == TaskStatus.RELEASING:
+                    self.releasing[where] = self.releasing.get(where, 0) + 1
                 info.node = where
                 info.held = True
                 info.gpu_ids = task.gpu_ids
@@ -377,6 +380,12 @@ class SessionState:
         vec.flags.writeable = False
         g.min_vector = vec
         return vec
+
+    def awaiting_victims(self, g: GroupInfo) -> int:
+        """Pods still terminating on the nodes nominated for ``g`` (room already promised to
+        it by an earlier preemption): while any remain, preempting again would take twice."""
+        nodes = {t.nominated for t in g.tasks if t.nominated >= 0 and t.pending}
+        return sum(self.releasing.get(node, 0) for node in nodes)
 
     def is_borrowed(self, t: TaskInfo) -> bool:
         return t.node >= 0 and int(self.nodes.node_pool[t.node]) != t.pool

@@ -25,15 +25,31 @@ if TYPE_CHECKING:
 
 
 def preemptors(ssn: Session) -> list[GroupInfo]:
-    groups = [
-        g
-        for g in ssn.state.groups
-        if g.attempted
-        and not g.preemption_done
-        and g.pg.preemption is None
-        and not g.gang_satisfied()
-        and g.phase != GroupPhase.PENDING
-    ]
+    """Unplaced admitted groups that may try to make room (shared with reclaim)."""
+    state = ssn.state
+    groups = []
+    for g in state.groups:
+        if (
+            not g.attempted
+            or g.preemption_done
+            or g.pg.preemption is not None
+            or g.gang_satisfied()
+            or g.phase == GroupPhase.PENDING
+        ):
+            continue
+        waiting = state.awaiting_victims(g)
+        if waiting:
+            g.preemption_done = True
+            state.explain(
+                g,
+                Explanation(
+                    g.uid,
+                    ReasonCode.PREEMPTING,
+                    f"room is being freed for it: waiting for {waiting} evicted pod(s) to exit",
+                ),
+            )
+            continue
+        groups.append(g)
     groups.sort(key=ssn.ext.job_key)
     return groups[: ssn.config.max_preemptors]
 

@@ -10,24 +10,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from operators.scheduler.actions.preempt import attempt
+from operators.scheduler.actions.preempt import attempt, preemptors
 from operators.scheduler.framework import Purpose
-from operators.scheduler.snapshot import GroupPhase
 
 if TYPE_CHECKING:
     from operators.scheduler.context import Session
 
 
 def run(ssn: Session) -> None:
-    groups = [
-        g
-        for g in ssn.state.groups
-        if g.attempted
-        and not g.preemption_done
-        and g.pg.preemption is None
-        and not g.gang_satisfied()
-        and g.phase != GroupPhase.PENDING
-    ]
-    groups.sort(key=ssn.ext.job_key)
-    for g in groups[: ssn.config.max_preemptors]:
+    for g in preemptors(ssn):
         attempt(ssn, g, Purpose.RECLAIM)

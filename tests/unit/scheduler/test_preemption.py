@@ -224,3 +224,22 @@ def test_preempt_disabled_by_config() -> None:
 
 def _with(g: PodGroup, mark: PreemptionMark) -> PodGroup:
     return dataclasses.replace(g, preemption=mark)
+
+
+def test_no_second_preemption_while_victims_terminate() -> None:
+    from operators.scheduler.snapshot import TaskStatus
+
+    base = _full_cluster()
+    releasing = [dataclasses.replace(t, status=TaskStatus.RELEASING) for t in base.tasks[:2]]
+    nominated = [
+        dataclasses.replace(t, nominated_node=f"n{i}") for i, t in enumerate(base.tasks[2:])
+    ]
+    snap = dataclasses.replace(base, tasks=(*releasing, *nominated))
+    result = run_session(snap)
+    assert not evictions(result)
+    assert not binds(result)
+    assert result.explanations["high"].code == ReasonCode.PREEMPTING
+    assert "waiting for 2 evicted pod(s)" in result.explanations["high"].message
+    # Once they are gone, the nominated pods bind on the room kept for them.
+    gone = dataclasses.replace(base, tasks=tuple(nominated))
+    assert {b.node for b in binds(run_session(gone))} == {"n0", "n1"}
