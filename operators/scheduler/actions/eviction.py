@@ -127,16 +127,6 @@ def grace_of(ssn: Session, g: GroupInfo) -> float:
     return max(ssn.config.default_preemption_delay, 0.0)
 
 
-def _room_possible(
-    state: SessionState,
-    mask: NDArray[np.bool_],
-    need: NDArray[np.float64],
-) -> bool:
-    free = np.maximum(state.free[mask], 0.0).sum(axis=0)
-    used = need > 0
-    return bool((free[used] + _EPS >= need[used]).all())
-
-
 def make_room(
     ssn: Session,
     g: GroupInfo,
@@ -209,15 +199,27 @@ def _search(
     stmt = Statement(state)
     taken: list[VictimUnit] = []
     success = False
+    # Cheap necessary condition first: idle room on these nodes plus what the victims taken so
+    # far hold there must cover the gang. Evictions are applied only once it does, so a search
+    # that fails (the common case under contention) costs almost nothing.
+    used = need > 0
+    room = np.maximum(state.free[mask], 0.0).sum(axis=0)[used]
+    pending: list[TaskInfo] = []
     for unit in units:
         live = [t for t in unit.tasks if t.held and not t.evicted]
-        if not live or not any(mask[t.node] for t in live):
+        inside = [t for t in live if mask[t.node]]
+        if not inside:
             continue
-        for t in live:
-            stmt.evict(t, reason, f"to make room for {g.pg.namespace}/{g.pg.name}", g.uid)
+        for t in inside:
+            room = room + t.req[used]
+        pending.extend(live)  # the whole unit goes (job-level), wherever its pods run
         taken.append(unit)
-        if not _room_possible(state, mask, need):
+        if not bool((room + _EPS >= need[used]).all()):
             continue
+        for t in pending:
+            if t.held and not t.evicted:
+                stmt.evict(t, reason, f"to make room for {g.pg.namespace}/{g.pg.name}", g.uid)
+        pending = []
         if ext.allocatable(g, need).vote == Vote.REJECT:
             continue
         mark = stmt.mark()
