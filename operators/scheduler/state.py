@@ -95,6 +95,9 @@ class GroupInfo:
     held_count: int = 0  # tasks holding resources (kept by SessionState.move)
     borrowed_count: int = 0  # of which running outside their own pool
     min_vector: NDArray[np.float64] | None = None  # cache of SessionState.min_resources
+    changes: int = 0  # bumped on every change of the group's holdings (SessionState.move)
+    _ready_at: int = -1  # ``changes`` when _ready was computed
+    _ready: bool = False
 
     @property
     def uid(self) -> str:
@@ -111,10 +114,15 @@ class GroupInfo:
         return total, per_role
 
     def gang_satisfied(self) -> bool:
+        # Asked often; the answer only changes when the group's holdings do.
+        if self._ready_at == self.changes:
+            return self._ready
         total, per_role = self.ready_count()
-        if total < self.pg.min_member:
-            return False
-        return all(per_role.get(role, 0) >= need for role, need in self.role_min.items())
+        ready = total >= self.pg.min_member and all(
+            per_role.get(role, 0) >= need for role, need in self.role_min.items()
+        )
+        self._ready_at, self._ready = self.changes, ready
+        return ready
 
     def running_tasks(self) -> list[TaskInfo]:
         return [t for t in self.tasks if t.held and t.placed == Placement.NONE and not t.evicted]
@@ -153,7 +161,7 @@ class SessionState:
         # Nodes whose holdings changed, in order (append-only; shapeviews.py syncs from it).
         self.touched: list[int] = []
         # Victim units per group uid, keyed by the group's holdings version (eviction.py).
-        self.victim_cache: dict[str, tuple[tuple[int, int], list[VictimUnit]]] = {}
+        self.victim_cache: dict[str, tuple[int, list[VictimUnit]]] = {}
 
         self.groups: list[GroupInfo] = []
         self.group_by_uid: dict[str, GroupInfo] = {}
@@ -338,11 +346,13 @@ class SessionState:
         self.pool_tasks[node_pool] += sign * len(tasks)
         if uniform:
             t0.group.held_count += sign * len(tasks)
+            t0.group.changes += 1
             if t0.group.queue >= 0:
                 self.queues.add_usage(t0.group.queue, sign * total)
         else:
             for t in tasks:
                 t.group.held_count += sign
+                t.group.changes += 1
                 if t.group.queue >= 0:
                     self.queues.add_usage(t.group.queue, sign * t.req)
         for t in tasks:

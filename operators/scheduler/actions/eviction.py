@@ -82,18 +82,16 @@ def victim_units(state: SessionState, preemptor: GroupInfo, purpose: Purpose) ->
     if same_queue_only:
         groups: list[GroupInfo] = state.groups_by_queue.get(preemptor.queue, [])
     else:
-        over = np.flatnonzero((tree.allocated > tree.deserved + _EPS).any(axis=1)).tolist()
-        seen: set[str] = set()
+        over = set(np.flatnonzero((tree.allocated > tree.deserved + _EPS).any(axis=1)).tolist())
         groups = []
         for q in over:
             groups.extend(state.groups_by_queue.get(q, []))
-        seen = {g.uid for g in groups}
-        groups.extend(g for g in state.groups if g.borrowed_count > 0 and g.uid not in seen)
+        groups.extend(g for g in state.groups if g.borrowed_count > 0 and g.queue not in over)
     for h in groups:
         if h is preemptor or h.held_count <= 0:
             continue
         # Units only change when the group's holdings do: cache them on that version.
-        version = (h.held_count, h.borrowed_count)
+        version = h.changes
         cached = cache.get(h.uid)
         if cached is not None and cached[0] == version:
             out.extend(cached[1])
