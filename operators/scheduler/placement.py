@@ -238,9 +238,13 @@ def _place_in_one_domain(
             f"needs {what}{unit} in one {tier}"
             f"{f' ({need} pods of {gpus})' if gpus else ''}; largest free {tier} has {have}",
         )
+    # Only the few fullest domains are ever tried: select them, then order just those.
+    if len(candidates) > _DOMAIN_TRIES:
+        best = np.argpartition(slack[candidates], _DOMAIN_TRIES - 1)[:_DOMAIN_TRIES]
+        candidates = np.sort(candidates[best])
     order = candidates[np.argsort(slack[candidates], kind="stable")]
     last: PlaceFailure | None = None
-    for domain in order[:_DOMAIN_TRIES].tolist():
+    for domain in order.tolist():
         mark = stmt.mark()
         last = _place_flat(
             ssn,
