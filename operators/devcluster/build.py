@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TextIO
 
 from operators.devcluster.errors import DevClusterError
-from operators.devcluster.versions import COMPONENTS, Component, bin_dir
+from operators.devcluster.versions import COMPONENTS, Component, bin_dir, cache_root
 
 MIN_GO = (1, 24)
 
@@ -120,7 +120,8 @@ def build_all(force: bool = False, out: TextIO = sys.stdout) -> None:
     if not pending:
         return
     _go_version()
-    log = Path(tempfile.gettempdir()) / "sluice-build.log"
+    log = cache_root() / "build.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
     log.write_text("")
     for component in pending:
         print(

@@ -131,7 +131,10 @@ class DevCluster:
         if self.running():
             state = self.state()
             assert state is not None
-            log(f"cluster already running in {self.state_dir}")
+            log(
+                f"cluster already running in {self.state_dir} ({state.profile} profile, "
+                f"{state.nodes} nodes); `make cluster-down` first for another profile"
+            )
             return state
         self._stop_leftovers()
         node_objects = profiles.nodes_for(profile, nodes)  # validates before starting anything
