@@ -44,40 +44,45 @@ def pick_gpus_many(
     """Card ids for ``count`` replicas shaped like ``t`` on ``node`` (state is not changed)."""
     if not (t.gpu_cards or t.gpu_milli):
         return ((),) * count
+    width = state.nodes.gpu_width
     free = state.gpu_free[node].tolist()
-    share = float(t.gpu_milli or GPU_MILLI_PER_CARD)
-    out = []
+    out: list[tuple[int, ...]] = []
+    if t.gpu_milli:
+        for _ in range(count):
+            fitting = [c for c in range(width) if free[c] >= t.gpu_milli - _EPS]
+            if not fitting:
+                out.append(())
+                continue
+            # Fullest card that fits: fractional pods share cards before splitting fresh ones.
+            card = min(fitting, key=lambda c: (free[c], c))
+            free[card] -= t.gpu_milli
+            out.append((card,))
+        return tuple(out)
+    full = [c for c in range(width) if free[c] >= GPU_MILLI_PER_CARD - _EPS]
     for _ in range(count):
-        ids = pick_gpus(state, node, t, free)
-        for card in ids:
-            free[card] -= share
+        ids = _whole_cards(state, node, full, t.gpu_cards)
+        if ids:
+            taken = set(ids)
+            full = [c for c in full if c not in taken]
         out.append(ids)
     return tuple(out)
 
 
-def pick_gpus(
-    state: SessionState, node: int, t: TaskInfo, free: list[float] | None = None
-) -> tuple[int, ...]:
-    if not (t.gpu_cards or t.gpu_milli):
-        return ()
-    if free is None:
-        free = state.gpu_free[node].tolist()
-    if t.gpu_milli:
-        fitting = [c for c in range(state.nodes.gpu_width) if free[c] >= t.gpu_milli - _EPS]
-        # Fullest card that fits: fractional pods share cards before splitting fresh ones.
-        return (min(fitting, key=lambda c: (free[c], c)),) if fitting else ()
-    full = [c for c in range(state.nodes.gpu_width) if free[c] >= GPU_MILLI_PER_CARD - _EPS]
-    want = t.gpu_cards
+def pick_gpus(state: SessionState, node: int, t: TaskInfo) -> tuple[int, ...]:
+    return pick_gpus_many(state, node, t, 1)[0]
+
+
+def _whole_cards(state: SessionState, node: int, full: list[int], want: int) -> tuple[int, ...]:
+    """``want`` cards out of the whole free ``full`` ones, keeping islands intact."""
     if len(full) < want:
         return ()
     layout = state.nodes.layout_of[node]
-    if want == 1 or not layout:
-        if want == 1 and layout:
-            # A single card from the most-used island keeps whole islands free for big pods.
-            chosen = _best_island(full, state.nodes.nvlink_ids[node], 1)
-            if chosen is not None:
-                return tuple(chosen)
+    if not layout:
         return tuple(full[:want])
+    if want == 1:
+        # A single card from the most-used island keeps whole islands free for big pods.
+        chosen = _best_island(full, state.nodes.nvlink_ids[node], 1)
+        return tuple(chosen) if chosen is not None else (full[0],)
     for groups in (state.nodes.nvlink_ids[node], state.nodes.numa_ids[node]):
         chosen = _best_island(full, groups, want)
         if chosen is not None:
