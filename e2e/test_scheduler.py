@@ -269,12 +269,16 @@ class BindingWatch:
         self._thread.start()
 
     def _run(self, core: client.CoreV1Api, ns: str) -> None:
-        for event in self._watch.stream(core.list_namespaced_pod, ns, timeout_seconds=300):
-            obj = event["object"]
-            if obj.spec.node_name:
-                self.nodes[obj.metadata.name].add(obj.spec.node_name)
-            if self._stop.is_set():
-                return
+        while not self._stop.is_set():
+            try:
+                for event in self._watch.stream(core.list_namespaced_pod, ns, timeout_seconds=60):
+                    obj = event["object"]
+                    if obj.spec.node_name:
+                        self.nodes[obj.metadata.name].add(obj.spec.node_name)
+                    if self._stop.is_set():
+                        return
+            except Exception:  # noqa: BLE001 - a dropped stream: watch again (a re-list replays the state)
+                time.sleep(0.2)
 
     def stop(self) -> None:
         self._stop.set()
