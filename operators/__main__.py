@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import dataclasses
 import importlib
+import logging
 import sys
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, cast
@@ -48,7 +49,16 @@ async def run_all(argv: Sequence[str]) -> int:
     for task in pending:
         task.cancel()
     await asyncio.gather(*pending, return_exceptions=True)
-    codes = [t.result() if not t.exception() else 1 for t in done]
+    codes = []
+    for task in done:
+        error = task.exception()
+        if error is not None:
+            logging.getLogger("operators").error(
+                "operator %s failed", task.get_name(), exc_info=error
+            )
+            codes.append(1)
+        else:
+            codes.append(task.result())
     return max(codes, default=0)
 
 

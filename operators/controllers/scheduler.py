@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import logging
 from collections.abc import Sequence
 from typing import Any
 
 from operators.controllers.scheduler_loop import SchedulerOperator
-from operators.runtime import logs
+from operators.runtime import kubeconfig, logs
 from operators.runtime.settings import SchedulerSettings, env_name, settings_from
 
 
@@ -54,4 +55,8 @@ def parse_settings(argv: Sequence[str]) -> SchedulerSettings:
 async def main(argv: Sequence[str]) -> int:
     settings = parse_settings(argv)
     logs.configure(settings.log_format, settings.log_level)
-    return await SchedulerOperator(settings).run()
+    try:
+        return await SchedulerOperator(settings).run()
+    except (kubeconfig.ConfigError, OSError) as err:
+        logging.getLogger(__name__).error("cannot start: %s", err)
+        return 2

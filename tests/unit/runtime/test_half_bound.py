@@ -1,0 +1,63 @@
+"""A gang left part-bound (a crash between its Binding POSTs) is completed or undone whole."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from operators.controllers.scheduler_loop import SchedulerOperator
+from operators.runtime.settings import SchedulerSettings
+
+from .factories import pod, podgroup
+from .test_cache import Harness
+
+
+class RecordingApplier:
+    def __init__(self) -> None:
+        self.binding_groups: set[str] = set()
+        self.evicted: list[str] = []
+
+    async def evict_group(self, group_uid: str, reason: str, message: str) -> int:
+        self.evicted.append(group_uid)
+        return 1
+
+
+def operator_with(h: Harness) -> SchedulerOperator:
+    op = SchedulerOperator(SchedulerSettings(half_bound_grace_seconds=10.0, metrics_port=0))
+    op.cache = h.cache
+    return op
+
+
+def half_bound_gang(h: Harness) -> None:
+    h.group(podgroup("g", min_member=4, status={"phase": "Inqueue"}))
+    h.pod(pod("g-0", group="g", node="n1"))
+    h.pod(pod("g-1", group="g", node="n2"))
+    h.pod(pod("g-2", group="g"))
+    h.pod(pod("g-3", group="g"))
+
+
+async def test_half_bound_gang_is_evicted_after_the_grace_period() -> None:
+    h = Harness()
+    half_bound_gang(h)
+    op, applier = operator_with(h), RecordingApplier()
+    fake: Any = applier
+    await op._repair_half_bound(fake, set(), now=100.0)
+    assert applier.evicted == []  # first sighting starts the clock
+    await op._repair_half_bound(fake, set(), now=105.0)
+    assert applier.evicted == []
+    await op._repair_half_bound(fake, set(), now=111.0)
+    assert applier.evicted == ["pg-g"]
+
+
+async def test_gang_being_completed_is_left_alone() -> None:
+    h = Harness()
+    half_bound_gang(h)
+    op, applier = operator_with(h), RecordingApplier()
+    fake: Any = applier
+    await op._repair_half_bound(fake, set(), now=100.0)
+    await op._repair_half_bound(fake, {"pg-g"}, now=200.0)  # this cycle binds the rest
+    assert applier.evicted == []
+    h.pod(pod("g-2", group="g", node="n3"))
+    h.pod(pod("g-3", group="g", node="n4"))
+    await op._repair_half_bound(fake, set(), now=300.0)
+    assert applier.evicted == []
+    assert op._half_bound_since == {}
