@@ -4,6 +4,8 @@ Public API: build a :class:`~operators.scheduler.snapshot.Snapshot`, call
 :func:`~operators.scheduler.session.run_session`, carry out the returned decisions.
 """
 
+# Load the engine with the package, so the first session does not pay for importing it.
+from operators.scheduler import engine as _engine  # noqa: F401
 from operators.scheduler.session import (
     ActionName,
     PoolStatus,
