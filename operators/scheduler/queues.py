@@ -91,8 +91,12 @@ class QueueTree:
         self.demand = np.zeros((size, space.size), dtype=np.float64)  # pending, own leaf only
         self.deserved = np.zeros((size, space.size), dtype=np.float64)
 
-    def add_usage(self, queue: int, vec: NDArray[np.float64]) -> None:
-        self.allocated[self.ancestors[queue]] += vec
+    def add_usage(self, queue: int, vec: NDArray[np.float64], sign: int = 1) -> None:
+        chain = self.ancestors[queue]
+        if sign > 0:
+            self.allocated[chain] += vec
+        else:
+            self.allocated[chain] -= vec
 
     def headroom_ok(self, queue: int, vec: NDArray[np.float64], *, overcommit: bool) -> bool:
         """Would adding ``vec`` keep the queue and every ancestor within capability?"""

@@ -329,18 +329,22 @@ class SessionState:
         """
         self.touched.append(node)
         t0 = tasks[0]
-        uniform = all(t.req is t0.req and t.group is t0.group for t in tasks)
-        total = t0.req * len(tasks) if uniform else np.sum([t.req for t in tasks], axis=0)
-        self.free[node] -= sign * total
+        count = len(tasks)
+        uniform = count == 1 or all(t.req is t0.req and t.group is t0.group for t in tasks)
+        total = t0.req * count if uniform else np.sum([t.req for t in tasks], axis=0)
+        if sign > 0:
+            self.free[node] -= total
+        else:
+            self.free[node] += total
         if any(gpu_ids):
+            # A few scalar writes beat building and applying a delta vector.
+            row = self.gpu_free[node]
             width = self.nodes.gpu_width
-            delta = [0.0] * width
             for t, ids in zip(tasks, gpu_ids, strict=True):
-                share = self._per_card(t, ids)
+                share = sign * self._per_card(t, ids)
                 for card in ids:
                     if 0 <= card < width:
-                        delta[card] += share
-            self.gpu_free[node] -= sign * np.asarray(delta)
+                        row[card] -= share
             self._refresh_cards(node)
         node_pool = self.nodes.pool_of[node]
         self.pool_tasks[node_pool] += sign * len(tasks)
@@ -348,13 +352,13 @@ class SessionState:
             t0.group.held_count += sign * len(tasks)
             t0.group.changes += 1
             if t0.group.queue >= 0:
-                self.queues.add_usage(t0.group.queue, sign * total)
+                self.queues.add_usage(t0.group.queue, total, sign)
         else:
             for t in tasks:
                 t.group.held_count += sign
                 t.group.changes += 1
                 if t.group.queue >= 0:
-                    self.queues.add_usage(t.group.queue, sign * t.req)
+                    self.queues.add_usage(t.group.queue, t.req, sign)
         for t in tasks:
             if t.pool != node_pool:
                 t.group.borrowed_count += sign
