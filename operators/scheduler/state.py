@@ -388,9 +388,14 @@ class SessionState:
             vec = self.space.vector(g.pg.min_resources)
             vec[self.space.pods] = max(vec[self.space.pods], float(g.pg.min_member))
         else:
-            vec = self.space.zeros()
-            for t in gang_minimum(g, g.tasks):
-                vec += t.req
+            chosen = gang_minimum(g, g.tasks)
+            first = chosen[0].req if chosen else None
+            if first is not None and all(t.req is first for t in chosen):
+                vec = first * len(chosen)  # replicas of one shape share one vector
+            else:
+                vec = self.space.zeros()
+                for t in chosen:
+                    vec += t.req
         vec.flags.writeable = False
         g.min_vector = vec
         return vec
