@@ -179,25 +179,29 @@ class Measure:
 def measure(snapshot: Snapshot, repeats: int) -> Measure:
     run_session(snapshot, SessionConfig())  # warm-up: first-call costs are not the session's
     walls, cpus = [], []
-    result = None
+    binds = decisions = placed = 0
+    phases: dict[str, float] = {}
     for _ in range(repeats):
         gc.collect()
         start, start_cpu = time.perf_counter(), time.process_time()
         result = run_session(snapshot, SessionConfig(timer=time.perf_counter))
         walls.append(time.perf_counter() - start)
         cpus.append(time.process_time() - start_cpu)
-    assert result is not None
-    binds = [d for d in result.decisions if isinstance(d, Bind)]
+        bound = [d for d in result.decisions if isinstance(d, Bind)]
+        binds, decisions = len(bound), len(result.decisions)
+        placed = len({b.group for b in bound})
+        phases = dict(result.timings)
+        del result, bound  # free them outside the timed span, not inside the next one
     return Measure(
         nodes=len(snapshot.nodes),
         pods=len(snapshot.tasks),
         gangs=len(snapshot.groups),
         seconds=statistics.median(walls),
         cpu_seconds=statistics.median(cpus),
-        binds=len(binds),
-        decisions=len(result.decisions),
-        placed_gangs=len({b.group for b in binds}),
-        phases=dict(result.timings),
+        binds=binds,
+        decisions=decisions,
+        placed_gangs=placed,
+        phases=phases,
     )
 
 
