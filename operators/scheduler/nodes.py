@@ -230,6 +230,16 @@ class NodeIndex:
                     codes[missing] = len(table) + np.flatnonzero(missing).astype(np.int32)
                 self.tier_domains.append(codes)
                 self.tier_names.append(level.name)
+        # Per tier, the largest capacity any one domain has (per resource), as an upper bound
+        # that lets placement skip tiers whose domains are all too small for a gang.
+        self.tier_largest: list[NDArray[np.float64]] = []
+        for codes in self.tier_domains:
+            size = int(codes.max()) + 1 if n else 0
+            largest = np.zeros(self.capacity.shape[1], dtype=np.float64)
+            for r in range(self.capacity.shape[1]):
+                per_domain = np.bincount(codes, weights=self.capacity[:, r], minlength=size)
+                largest[r] = per_domain.max() if size else 0.0
+            self.tier_largest.append(largest)
 
         self._taints = [
             tuple(t for t in node.taints if t.effect != TaintEffect.PREFER_NO_SCHEDULE)

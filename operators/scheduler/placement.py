@@ -261,6 +261,13 @@ def _place_in_one_domain(
     return last
 
 
+def _total_request(tasks: list[TaskInfo]) -> NDArray[np.float64]:
+    first = tasks[0].req
+    if all(t.req is first for t in tasks):
+        return first * len(tasks)
+    return np.asarray(np.sum([t.req for t in tasks], axis=0), dtype=np.float64)
+
+
 def place_group_tasks(
     ssn: Session,
     stmt: Statement,
@@ -286,7 +293,10 @@ def place_group_tasks(
         highest = 0
     failure: PlaceFailure | None = None
     finest_first = range(len(state.nodes.tier_domains) - 1, highest - 1, -1)
+    total = _total_request(tasks)
     for level in finest_first:
+        if level != highest and not bool((total <= state.nodes.tier_largest[level]).all()):
+            continue  # no domain of this tier is big enough even when empty: try coarser
         mark = stmt.mark()
         failure = _place_in_one_domain(ssn, stmt, tasks, mask, kind, level, where)
         if failure is None:
