@@ -48,6 +48,8 @@ from operators.scheduler.state import Placement, SessionState
 from operators.scheduler.statement import EvictOp
 
 if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
     from operators.scheduler.snapshot import Snapshot
     from operators.scheduler.state import GroupInfo
 
@@ -213,14 +215,28 @@ def _pool_statuses(state: SessionState) -> dict[str, PoolStatus]:
     used = np.zeros((npools, space.size))
     shared = np.zeros((npools, space.size))
     pending = np.zeros((npools, space.size))
+    # Sort tasks into (pool, vector) lists first, then add them up in three numpy calls.
+    pool_of = nodes.pool_of
+    rows: dict[str, tuple[list[int], list[NDArray[np.float64]]]] = {
+        "used": ([], []),
+        "shared": ([], []),
+        "pending": ([], []),
+    }
     for t in state.tasks:
         if t.held and t.node >= 0:
-            p = int(nodes.node_pool[t.node])
-            used[p] += t.req
+            p = pool_of[t.node]
+            rows["used"][0].append(p)
+            rows["used"][1].append(t.req)
             if p != t.pool:
-                shared[p] += t.req
+                rows["shared"][0].append(p)
+                rows["shared"][1].append(t.req)
         elif t.task.status == TaskStatus.PENDING and t.placed == Placement.NONE:
-            pending[t.pool] += t.req
+            rows["pending"][0].append(t.pool)
+            rows["pending"][1].append(t.req)
+    for name, target in (("used", used), ("shared", shared), ("pending", pending)):
+        index, vectors = rows[name]
+        if index:
+            np.add.at(target, np.asarray(index), np.stack(vectors))
     for p, name in enumerate(nodes.pool_names):
         mask = nodes.node_pool == p
         capacity = nodes.capacity[mask].sum(axis=0)
