@@ -115,6 +115,19 @@ class LabelColumns:
         return mask
 
 
+def _islands(groups: tuple[tuple[int, ...], ...], cards: int) -> list[list[int]]:
+    """Card lists per island; cards in no group are islands of one."""
+    seen: set[int] = set()
+    out: list[list[int]] = []
+    for group in groups:
+        members = [c for c in group if 0 <= c < cards and c not in seen]
+        seen.update(members)
+        if members:
+            out.append(sorted(members))
+    out.extend([c] for c in range(cards) if c not in seen)
+    return out
+
+
 def _group_ids(groups: tuple[tuple[int, ...], ...], width: int) -> NDArray[np.int32]:
     """Card -> group id; cards in no group get their own id (width + card)."""
     out = np.arange(width, dtype=np.int32) + width
@@ -213,6 +226,15 @@ class NodeIndex:
         self.nvlink_ids: list[list[int]] = nvlink.tolist()
         self.numa_ids: list[list[int]] = numa.tolist()
         self.layout_of: list[bool] = self.has_gpu_layout.tolist()
+        # The same again as card lists per island (shared between nodes of one hardware kind).
+        self.nvlink_islands: list[list[list[int]]] = [[] for _ in range(n)]
+        self.numa_islands: list[list[list[int]]] = [[] for _ in range(n)]
+        for (cards, layout), members in kinds.items():
+            nv = _islands(layout.nvlink, cards)
+            nu = _islands(layout.numa, cards)
+            for i in members:
+                self.nvlink_islands[i] = nv
+                self.numa_islands[i] = nu
 
         # Network tiers: per level, a domain code per node. Nodes lacking the label are their
         # own domain, so they never "share" a ToR by accident.

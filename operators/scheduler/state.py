@@ -305,15 +305,11 @@ class SessionState:
         # Eight-ish cards: plain Python beats a handful of tiny numpy calls here.
         full = [v >= GPU_MILLI_PER_CARD - CARD_EPS for v in self.gpu_free[node].tolist()]
         self.full_cards[node] = sum(full)
-        for ids, best in (
-            (self.nodes.nvlink_ids[node], self.nvlink_best),
-            (self.nodes.numa_ids[node], self.numa_best),
+        for islands, best in (
+            (self.nodes.nvlink_islands[node], self.nvlink_best),
+            (self.nodes.numa_islands[node], self.numa_best),
         ):
-            sizes: dict[int, int] = {}
-            for card, is_full in enumerate(full):
-                if is_full:
-                    sizes[ids[card]] = sizes.get(ids[card], 0) + 1
-            best[node] = max(sizes.values(), default=0)
+            best[node] = max((sum(full[c] for c in island) for island in islands), default=0)
 
     def move(
         self,

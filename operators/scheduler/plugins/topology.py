@@ -27,15 +27,14 @@ if TYPE_CHECKING:
 _EPS = 1e-6
 
 
-def _best_island(free_cards: list[int], groups: list[int], want: int) -> list[int] | None:
-    islands: dict[int, list[int]] = {}
-    for card in free_cards:
-        islands.setdefault(groups[card], []).append(card)
-    fitting = [cards for cards in islands.values() if len(cards) >= want]
-    if not fitting:
-        return None
-    best = min(fitting, key=lambda cards: (len(cards), cards[0]))
-    return best[:want]
+def _best_island(free: set[int], islands: list[list[int]], want: int) -> list[int] | None:
+    """The island holding ``want`` free cards with the fewest spare ones (best fit)."""
+    best: list[int] | None = None
+    for island in islands:
+        cards = [c for c in island if c in free]
+        if len(cards) >= want and (best is None or len(cards) < len(best)):
+            best = cards
+    return best[:want] if best is not None else None
 
 
 def pick_gpus_many(
@@ -79,20 +78,19 @@ def _whole_cards(state: SessionState, node: int, full: list[int], want: int) -> 
     layout = state.nodes.layout_of[node]
     if not layout:
         return tuple(full[:want])
+    free = set(full)
     if want == 1:
         # A single card from the most-used island keeps whole islands free for big pods.
-        chosen = _best_island(full, state.nodes.nvlink_ids[node], 1)
+        chosen = _best_island(free, state.nodes.nvlink_islands[node], 1)
         return tuple(chosen) if chosen is not None else (full[0],)
-    for groups in (state.nodes.nvlink_ids[node], state.nodes.numa_ids[node]):
-        chosen = _best_island(full, groups, want)
+    for islands in (state.nodes.nvlink_islands[node], state.nodes.numa_islands[node]):
+        chosen = _best_island(free, islands, want)
         if chosen is not None:
             return tuple(sorted(chosen))
     # Span as few islands as possible: largest islands first.
-    islands: dict[int, list[int]] = {}
-    for card in full:
-        islands.setdefault(state.nodes.nvlink_ids[node][card], []).append(card)
+    spans = [[c for c in island if c in free] for island in state.nodes.nvlink_islands[node]]
     picked: list[int] = []
-    for cards in sorted(islands.values(), key=lambda cs: (-len(cs), cs[0])):
+    for cards in sorted(spans, key=lambda cs: (-len(cs), cs[0] if cs else 0)):
         picked.extend(cards[: want - len(picked)])
         if len(picked) == want:
             break
