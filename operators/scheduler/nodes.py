@@ -222,9 +222,6 @@ class NodeIndex:
         self.capacity[:, space.gpu] = cap.sum(axis=1)
         self.nvlink_group = nvlink
         self.numa_group = numa
-        # Card -> island id as Python lists, for per-node bookkeeping after a placement.
-        self.nvlink_ids: list[list[int]] = nvlink.tolist()
-        self.numa_ids: list[list[int]] = numa.tolist()
         self.layout_of: list[bool] = self.has_gpu_layout.tolist()
         # The same again as card lists per island (shared between nodes of one hardware kind).
         self.nvlink_islands: list[list[list[int]]] = [[] for _ in range(n)]
