@@ -115,17 +115,16 @@ def place_shape(
     need = len(tasks)
     view = ssn.views.get(t0)
     counts = view.counts * ssn.views.allowed(t0, mask, ssn.ext.feasible)
-    cand = np.flatnonzero(counts)
-    available = int(counts[cand].sum())
-    if available < need:
+    if counts.sum() < need:
         return _shape_failure(ssn, t0, mask, counts, need, where)
+    cand = np.flatnonzero(counts)
     scores = view.scores[cand]
     bonus = nominated_bonus(tasks, cand)
     if bonus is not None:
         scores = scores + bonus
     if len(cand) > need:
         # Each candidate holds at least one replica, so the best ``need`` nodes suffice.
-        top = np.argpartition(-scores, need - 1)[:need]
+        top = np.argpartition(scores, len(scores) - need)[-need:]
         cand, scores = cand[top], scores[top]
     order = cand[np.argsort(-scores, kind="stable")]
     placed = 0

@@ -19,6 +19,8 @@ from operators.scheduler.framework import NodeSet, Purpose
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
+    from numpy.typing import NDArray
+
     from operators.scheduler.framework import Extensions, SortKey, VictimUnit
     from operators.scheduler.state import GroupInfo, SessionState
 
@@ -36,6 +38,7 @@ class Pools:
             ],
             axis=1,
         )
+        self._idle_cache: dict[tuple[int, ...], tuple[int, NDArray[np.float64]]] = {}
 
     def node_sets(self, g: GroupInfo) -> Iterator[NodeSet]:
         nodes = self.state.nodes
@@ -53,15 +56,7 @@ class Pools:
         need = self.state.min_resources(g) > 0
         need[self.state.space.pods] = False
         dims = np.flatnonzero(need) if need.any() else np.arange(len(need))
-        # Idle fraction per pool over the kinds of resources the group asks for.
-        free = np.maximum(self.state.free, 0.0)
-        count = len(nodes.pool_names)
-        idle = np.zeros(count)
-        for d in dims.tolist():
-            weights = np.where(nodes.schedulable, free[:, d], 0.0)
-            per_pool = np.bincount(nodes.node_pool, weights=weights, minlength=count)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                idle += np.where(self.totals[:, d] > 0, per_pool / self.totals[:, d], 0.0)
+        idle = self._idle(tuple(dims.tolist()))
 
         def idleness(p: int) -> tuple[float, int]:
             return (-float(idle[p]), int(self.state.pool_tasks[p]))
@@ -81,6 +76,24 @@ class Pools:
         if any(t.pool != preemptor.pool for t in on_my_pool):
             return True
         return None
+
+    def _idle(self, dims: tuple[int, ...]) -> NDArray[np.float64]:
+        """Idle fraction per pool, summed over ``dims``; cached until the next placement."""
+        version = len(self.state.touched)
+        found = self._idle_cache.get(dims)
+        if found is not None and found[0] == version:
+            return found[1]
+        nodes = self.state.nodes
+        count = len(nodes.pool_names)
+        idle = np.zeros(count)
+        for d in dims:
+            weights = np.where(nodes.schedulable, np.maximum(self.state.free[:, d], 0.0), 0.0)
+            per_pool = np.bincount(nodes.node_pool, weights=weights, minlength=count)
+            total = self.totals[:, d]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                idle += np.where(total > 0, per_pool / np.where(total > 0, total, 1.0), 0.0)
+        self._idle_cache[dims] = (version, idle)
+        return idle
 
     def victim_precheck(self, preemptor: GroupInfo, purpose: Purpose) -> bool | None:
         if purpose is Purpose.RECLAIM and self.state.pool_borrowed[preemptor.pool] > 0:
