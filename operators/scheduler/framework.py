@@ -95,7 +95,8 @@ AllocatableCheck = Callable[["GroupInfo", "NDArray[np.float64]", AllocatePass], 
 # Notifications. Combination: ALL are called, in order.
 EnqueuedHook = Callable[["GroupInfo", "NDArray[np.float64]"], None]
 GangPlacedHook = Callable[["GroupInfo"], None]
-# Is the queue over its share for the current pass? Combination: ANY true -> overused.
+# Has the queue reached its deserved share (so its groups wait for allocate's borrow pass)?
+# Combination: ANY true -> overused.
 OverusedCheck = Callable[[int], bool]
 # May ``unit`` be a victim for ``preemptor``? Combination: INTERSECTION - a unit is a victim
 # only if no plugin says False (None = abstain); if every plugin abstains it is not a victim.

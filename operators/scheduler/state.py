@@ -91,7 +91,6 @@ class GroupInfo:
     attempted: bool = False  # allocate tried and failed: candidate for preempt/reclaim
     preemption_done: bool = False  # preempt/reclaim handled it this session
     borrow_later: bool = False  # own pool full: may borrow once preempt/reclaim had a go
-    failure: Explanation | None = None
     held_count: int = 0  # tasks holding resources (kept by SessionState.move)
     borrowed_count: int = 0  # of which running outside their own pool
     min_vector: NDArray[np.float64] | None = None  # cache of SessionState.min_resources

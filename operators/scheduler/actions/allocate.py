@@ -48,8 +48,11 @@ def candidates(ssn: Session) -> list[GroupInfo]:
 
 def run(ssn: Session) -> None:
     groups = candidates(ssn)
+    # A queue at its deserved share waits for the borrow pass as a whole.
     retry = [
-        g for g in round_robin(ssn, groups) if allocate_group(ssn, g, AllocatePass.SHARE) == "share"
+        g
+        for g in round_robin(ssn, groups)
+        if ssn.ext.overused(g.queue) or allocate_group(ssn, g, AllocatePass.SHARE) == "share"
     ]
     for g in round_robin(ssn, retry):
         allocate_group(ssn, g, AllocatePass.BORROW)

@@ -161,6 +161,16 @@ class Quota:
             return False
         return bool((alloc - freed >= tree.guarantee[vq] - _EPS)[freed > 0].all())
 
+    def overused(self, q: int) -> bool:
+        """At or above deserved on every dimension it deserves anything of (and holds some)."""
+        if q < 0:
+            return False
+        deserved = self.tree.deserved[q]
+        held = deserved > 0
+        if not held.any():
+            return bool(self.tree.allocated[q].any())
+        return bool((self.tree.allocated[q][held] >= deserved[held] - _EPS).all())
+
     def victim_precheck(self, preemptor: GroupInfo, purpose: Purpose) -> bool | None:
         """Queue reclaim needs the reclaiming queue to stay within its deserved share."""
         if purpose is not Purpose.RECLAIM or preemptor.queue < 0:
@@ -217,6 +227,7 @@ def register(state: SessionState, ext: Extensions) -> Quota:
     ext.victim_filters.append(quota.victim_filter)
     ext.victim_keys.append(quota.victim_key)
     ext.victim_prechecks.append(quota.victim_precheck)
+    ext.overused_checks.append(quota.overused)
     ext.enqueued_hooks.append(quota.reserve)
     ext.placed_hooks.append(quota.release)
     return quota
