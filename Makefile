@@ -5,6 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 PROFILE ?= small
 NODES ?=
+PY_DIRS := operators tests e2e bench
 CLUSTER_ARGS := --profile $(PROFILE) $(if $(NODES),--nodes $(NODES),)
 
 .DEFAULT_GOAL := help
@@ -29,16 +30,16 @@ lock:  ## Re-resolve requirements/dev.lock from pyproject.toml
 
 .PHONY: lint
 lint:  ## ruff, mypy --strict, import-linter layers, CRD drift check
-	$(BIN)/ruff check .
-	$(BIN)/ruff format --check .
-	$(BIN)/mypy operators tests e2e bench
+	$(BIN)/ruff check $(PY_DIRS)
+	$(BIN)/ruff format --check $(PY_DIRS)
+	$(BIN)/mypy $(PY_DIRS)
 	$(BIN)/lint-imports
 	$(BIN)/python -m operators.api.crdgen --check crds
 
 .PHONY: fmt
 fmt:  ## Apply ruff fixes and formatting
-	$(BIN)/ruff check --fix .
-	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix $(PY_DIRS)
+	$(BIN)/ruff format $(PY_DIRS)
 
 .PHONY: crds
 crds:  ## Regenerate crds/ from the models in operators/api
