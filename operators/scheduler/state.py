@@ -182,6 +182,7 @@ class SessionState:
         self._by_identity: dict[
             int, tuple[object, int, tuple[object, ...], NDArray[np.float64], tuple[int, ...]]
         ] = {}
+        bound: list[TaskInfo] = []
         for task in snapshot.tasks:
             owner = self.group_by_uid.get(task.group)
             if owner is None or task.status in (TaskStatus.SUCCEEDED, TaskStatus.FAILED):
@@ -198,9 +199,10 @@ class SessionState:
                 info.node = where
                 info.held = True
                 info.gpu_ids = task.gpu_ids
-                self._take(info, where, task.gpu_ids)
+                bound.append(info)
             elif task.nominated_node is not None:
                 info.nominated = self.nodes.position.get(task.nominated_node, -1)
+        self._account_bound(bound)
         for g in self.groups:
             g.tasks.sort(key=lambda t: (-t.replica_priority, t.task.role, t.task.index, t.task.uid))
         for g in self.groups:
@@ -218,6 +220,54 @@ class SessionState:
         self.queues.compute_deserved(total)
 
     # ---------------------------------------------------------------- construction helpers
+
+    def _account_bound(self, bound: list[TaskInfo]) -> None:
+        """What the snapshot's running pods hold, added up in a few array operations.
+
+        The same bookkeeping as :meth:`move` (which a statement uses), done in bulk: a live
+        cluster's session starts with tens of thousands of running pods.
+        """
+        if not bound:
+            return
+        nodes = np.fromiter((t.node for t in bound), dtype=np.int64, count=len(bound))
+        reqs = np.stack([t.req for t in bound])
+        np.subtract.at(self.free, nodes, reqs)
+        per_queue = np.zeros_like(self.queues.allocated)
+        queued = [i for i, t in enumerate(bound) if t.group.queue >= 0]
+        if queued:
+            index = np.fromiter((bound[i].group.queue for i in queued), np.int64, len(queued))
+            np.add.at(per_queue, index, reqs[queued])
+        for q in range(self.queues.size - 1, -1, -1):  # children come after parents
+            self.queues.allocated[q] += per_queue[q]
+            parent = int(self.queues.parent[q])
+            if parent >= 0:
+                per_queue[parent] += per_queue[q]
+        card_nodes: list[int] = []
+        cards: list[int] = []
+        shares: list[float] = []
+        width = self.nodes.gpu_width
+        pool_of = self.nodes.pool_of
+        for t in bound:
+            node_pool = pool_of[t.node]
+            self.pool_tasks[node_pool] += 1
+            t.group.held_count += 1
+            t.group.changes += 1
+            if t.pool != node_pool:
+                t.group.borrowed_count += 1
+                self.pool_borrowed[node_pool] += 1
+            if t.gpu_ids:
+                share = self._per_card(t, t.gpu_ids)
+                for card in t.gpu_ids:
+                    if 0 <= card < width:
+                        card_nodes.append(t.node)
+                        cards.append(card)
+                        shares.append(share)
+        if cards:
+            np.subtract.at(self.gpu_free, (np.asarray(card_nodes), np.asarray(cards)), shares)
+        full = self.gpu_free >= GPU_MILLI_PER_CARD - CARD_EPS
+        self.full_cards = full.sum(axis=1)
+        self.nvlink_best = _largest_island(full, self.nodes.nvlink_group)
+        self.numa_best = _largest_island(full, self.nodes.numa_group)
 
     def _group_info(self, pg: PodGroup, index: int) -> GroupInfo:
         queue = self.queues.position.get(pg.queue)

@@ -67,13 +67,17 @@ class Pools:
     def victim_filter(
         self, preemptor: GroupInfo, unit: VictimUnit, purpose: Purpose
     ) -> bool | None:
-        node_pool = self.state.nodes.node_pool
-        on_my_pool = [t for t in unit.tasks if t.node >= 0 and node_pool[t.node] == preemptor.pool]
+        pool_of = self.state.nodes.pool_of
+        mine = preemptor.pool
         if purpose is Purpose.PREEMPT:
-            if self.state.nodes.pools[preemptor.pool].disable_preemption or not on_my_pool:
+            if self.state.nodes.pools[mine].disable_preemption:
                 return False
-            return None
-        if any(t.pool != preemptor.pool for t in on_my_pool):
+            on_my_pool = any(t.node >= 0 and pool_of[t.node] == mine for t in unit.tasks)
+            return None if on_my_pool else False
+        # Reclaim: the owner pool takes back what others borrowed on its nodes.
+        if unit.borrowed and any(
+            t.node >= 0 and pool_of[t.node] == mine and t.pool != mine for t in unit.tasks
+        ):
             return True
         return None
 
