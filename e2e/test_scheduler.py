@@ -472,3 +472,73 @@ def test_standby_takes_over_the_lease(
     core.create_namespaced_pod(namespace, pod("after-failover-0", 1))
     wait_for(lambda: bound(core, namespace, "after-failover-"), 20, "standby binds", standby)
     assert standby.metric("sluice_leader") == 1
+
+
+def test_delayed_preemption_marks_then_evicts_whole_job(
+    k8s: client.ApiClient,
+    core: client.CoreV1Api,
+    custom: client.CustomObjectsApi,
+    namespace: str,
+    start_scheduler: Callable[..., Scheduler],
+    free_nodes: int,
+) -> None:
+    sched = start_scheduler()
+    sched.wait_ready()
+    scheduling = client.SchedulingV1Api(k8s)
+    for name, value in ((f"{namespace}-low", 10), (f"{namespace}-high", 1000)):
+        scheduling.create_priority_class(
+            {
+                "apiVersion": "scheduling.k8s.io/v1",
+                "kind": "PriorityClass",
+                "metadata": {"name": name},
+                "value": value,
+            }
+        )
+    try:
+        low = podgroup("low", free_nodes)
+        low["spec"].update(priorityClassName=f"{namespace}-low", preemptionDelaySeconds=4)
+        custom.create_namespaced_custom_object(
+            "scheduling.sluice.dev", "v1alpha1", namespace, "podgroups", low
+        )
+        for i in range(free_nodes):
+            body = pod(f"low-{i}", NODE_GPUS, group="low")
+            body["spec"]["priorityClassName"] = f"{namespace}-low"
+            core.create_namespaced_pod(namespace, body)
+        wait_for(lambda: len(bound(core, namespace, "low-")) == free_nodes, 30, "low runs", sched)
+
+        high = podgroup("high", 2)
+        high["spec"]["priorityClassName"] = f"{namespace}-high"
+        custom.create_namespaced_custom_object(
+            "scheduling.sluice.dev", "v1alpha1", namespace, "podgroups", high
+        )
+        for i in range(2):
+            body = pod(f"high-{i}", NODE_GPUS, group="high")
+            body["spec"]["priorityClassName"] = f"{namespace}-high"
+            core.create_namespaced_pod(namespace, body)
+
+        def status(name: str) -> dict[str, Any]:
+            obj = custom.get_namespaced_custom_object(
+                "scheduling.sluice.dev", "v1alpha1", namespace, "podgroups", name
+            )
+            return dict(obj.get("status") or {})
+
+        marked = wait_for(
+            lambda: (s := status("low")).get("preemption", {}).get("role") == "WillEvict" and s,
+            20,
+            "victim marked WillEvict",
+            sched,
+        )
+        assert marked["preemption"]["deadline"]
+        assert marked["preemption"]["peers"] == [f"{namespace}/high"]
+        conds = {c["type"]: c for c in marked["conditions"]}
+        assert conds["WillEvict"]["status"] == "True"
+        assert status("high").get("preemption", {}).get("role") == "Privileged"
+        assert len(bound(core, namespace, "low-")) == free_nodes, "evicted before the deadline"
+        # At the deadline the victim goes whole, and the preemptor takes the room.
+        wait_for(lambda: len(bound(core, namespace, "high-")) == 2, 30, "high bound", sched)
+        # Job-level preemption: the victim went whole, not just the two nodes the preemptor needed.
+        wait_for(lambda: not pods(core, namespace, "low-"), 30, "victim evicted whole", sched)
+    finally:
+        for name in (f"{namespace}-low", f"{namespace}-high"):
+            with contextlib.suppress(client.ApiException):
+                scheduling.delete_priority_class(name)
