@@ -379,6 +379,12 @@ def test_deployment_pods_scheduled_with_nvlink_gpu_ids(
     assert_no_gpu_shared(core)
     assert sched.metric("sluice_pods_bound_total") >= 4
     assert sched.get("/healthz")[0] == 200
+    # A quiet cluster costs nothing: once everything is placed, no more sessions run.
+    cycles = 'sluice_cycle_duration_seconds_count{phase="total"}'
+    time.sleep(1.0)
+    before = sched.metric(cycles)
+    time.sleep(3.0)
+    assert sched.metric(cycles) == before, "sessions keep running on an idle cluster"
 
 
 def test_two_partial_gangs_run_one_after_the_other(
