@@ -261,10 +261,12 @@ class SchedulerOperator:
                 # Only pod phases moved (e.g. Running): refresh statuses, no session needed.
                 now = time.time()
                 result = self._last_result or SessionResult(decisions=(), explanations={})
+                dirty, self.cache.dirty_groups = self.cache.dirty_groups, set()
                 status.write_groups(
                     SessionResult(decisions=(), explanations=result.explanations),
                     now,
                     R.rfc3339(now),
+                    only=dirty,
                 )
 
     async def cycle(self, applier: DecisionApplier, status: StatusWriter) -> None:
@@ -283,6 +285,7 @@ class SchedulerOperator:
         counts = applier.apply(result, time.time())
         bound_now = {d.group for d in result.decisions if isinstance(d, D.Bind)}
         await self._repair_half_bound(applier, bound_now, now)
+        self.cache.dirty_groups.clear()  # this pass looks at every group
         written = status.write_groups(result, now, R.rfc3339(now))
         status.write_queues(result.queues)
         status.write_pools(result.pools)

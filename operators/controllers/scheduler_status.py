@@ -243,13 +243,25 @@ class StatusWriter:
                 del self.implicit_marks[uid]
         return out
 
-    def write_groups(self, result: SessionResult, now: float, now_text: str) -> int:
+    def write_groups(
+        self,
+        result: SessionResult,
+        now: float,
+        now_text: str,
+        only: set[tuple[str, str]] | None = None,
+    ) -> int:
+        """Write the groups whose status differs; `only` limits the pass to those keys (a pass
+        after pod-phase changes need not look at groups none of whose pods moved)."""
         decided: dict[str, S.GroupPhase] = {
             d.group: d.phase for d in result.decisions if isinstance(d, D.SetGroupPhase)
         }
         preemption = self.preemption_updates(result.decisions, now)
         written = 0
-        for key, rec in list(self.cache.groups.items()):
+        if only is None:
+            items = list(self.cache.groups.items())
+        else:
+            items = [(k, self.cache.groups[k]) for k in only if k in self.cache.groups]
+        for key, rec in items:
             grp = rec.group
             if grp.phase in FINISHED_PHASES or rec.uid in self._in_flight:
                 continue

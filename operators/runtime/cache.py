@@ -64,6 +64,8 @@ class SchedulerCache:
         self._tasks: dict[str, S.Task] = {}  # managed pods, by uid
         self._implicit: dict[str, S.PodGroup] = {}  # implicit groups, by pod uid
         self._explicit: dict[str, S.PodGroup] = {}  # PodGroup objects, by uid
+        # PodGroups whose members or object changed since the last status pass.
+        self.dirty_groups: set[Key] = set()
 
     # ----------------------------------------------------------------------------------------
     # classification
@@ -101,6 +103,9 @@ class SchedulerCache:
     def on_pod(
         self, kind: EventType, key: Key, new: R.PodRecord | None, old: R.PodRecord | None
     ) -> None:
+        for rec in (old, new):
+            if rec is not None and rec.group_name:
+                self.dirty_groups.add((rec.namespace, rec.group_name))
         if old is not None:
             self._unindex_pod(old)
         if new is None:
@@ -131,6 +136,7 @@ class SchedulerCache:
     def on_podgroup(
         self, kind: EventType, key: Key, new: R.GroupRecord | None, old: R.GroupRecord | None
     ) -> None:
+        self.dirty_groups.add(key)
         if old is not None:
             self._group_key_by_uid.pop(old.uid, None)
             self._explicit.pop(old.uid, None)
