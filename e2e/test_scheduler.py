@@ -343,6 +343,11 @@ def test_gang_binds_all_or_nothing(
     )
     assert pg["metadata"]["name"] == "gang"
     assert_no_gpu_shared(core)
+    # Status writes are coalesced and skipped when nothing changed: a settled group gets none.
+    time.sleep(2.0)
+    writes = sched.metric("sluice_podgroup_status_writes_total")
+    time.sleep(3.0)
+    assert sched.metric("sluice_podgroup_status_writes_total") == writes
 
 
 def test_deployment_pods_scheduled_with_nvlink_gpu_ids(

@@ -163,3 +163,12 @@ def test_preemption_peers_resolve_to_group_uids() -> None:
     assert mark is not None
     assert mark.peers == ("pg-big",)
     assert h.cache.peer_ref("pg-big") == "ns/big"
+
+
+def test_pod_changes_mark_their_group_for_a_status_pass() -> None:
+    h = Harness()
+    h.group(podgroup("g", min_member=2))
+    h.cache.dirty_groups.clear()
+    h.pod(pod("g-0", group="g", node="n1"))
+    h.pod(pod("solo"))
+    assert h.cache.dirty_groups == {("ns", "g")}
