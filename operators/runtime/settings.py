@@ -8,8 +8,13 @@ from __future__ import annotations
 import dataclasses
 import os
 import socket
+import uuid
 from collections.abc import Mapping
 from typing import Any
+
+
+def default_identity() -> str:
+    return os.environ.get("POD_NAME") or f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,11 +65,10 @@ class SchedulerSettings:
     retry_period_seconds: float = 2.0
     """How often the leader renews and a standby retries."""
 
-    identity: str = dataclasses.field(
-        default_factory=lambda: os.environ.get("POD_NAME") or socket.gethostname()
-    )
-    """Holder identity in the Lease. A restarted process with the same identity (the same pod)
-    re-takes its own lease at once instead of waiting for it to expire."""
+    identity: str = dataclasses.field(default_factory=default_identity)
+    """Holder identity in the Lease: `$POD_NAME` in a cluster (stable across container restarts,
+    so a restarted scheduler re-takes its own lease at once), else `<hostname>_<random>` so two
+    processes on one machine can never both believe they hold it."""
 
     metrics_host: str = "0.0.0.0"
     """Address of the /metrics, /healthz and /readyz server."""
