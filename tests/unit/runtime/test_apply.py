@@ -1,0 +1,90 @@
+"""Carrying out decisions: a gang is assumed and issued whole, or not at all."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from operators.controllers.scheduler_apply import DecisionApplier
+from operators.runtime.binder import Binder, BindRequest
+from operators.runtime.events import EventRecorder
+from operators.runtime.evictor import Evictor
+from operators.runtime.metrics import SchedulerMetrics
+from operators.scheduler import decisions as D
+from operators.scheduler.session import SessionResult
+
+from .factories import pod, podgroup
+from .test_cache import Harness
+
+
+class RecordingBinder(Binder):
+    """Records the gangs handed to it and answers every binding with success."""
+
+    def __init__(self) -> None:
+        api: Any = object()
+        super().__init__(api, Evictor(api, asyncio.Semaphore(1)), asyncio.Semaphore(1))
+        self.gangs: list[list[str]] = []
+
+    async def bind_gang(self, requests: Any) -> Any:
+        self.gangs.append([r.name for r in requests])
+        for r in requests:
+            if self.on_bound is not None:
+                self.on_bound(r)
+        return None
+
+
+def applier(h: Harness) -> tuple[DecisionApplier, RecordingBinder]:
+    binder = RecordingBinder()
+    api: Any = object()
+    sem = asyncio.Semaphore(1)
+    app = DecisionApplier(
+        api, h.cache, binder, Evictor(api, sem), EventRecorder(api, "t"), SchedulerMetrics()
+    )
+    binder.on_bound = app.on_bound
+    binder.on_failed = app.on_failed
+    return app, binder
+
+
+def bind(name: str, node: str, ids: tuple[int, ...] = ()) -> D.Bind:
+    return D.Bind(
+        task=f"uid-{name}", group="pg-g", namespace="ns", name=name, node=node, gpu_ids=ids
+    )
+
+
+def gang(h: Harness, n: int) -> None:
+    h.group(podgroup("g", min_member=n))
+    for i in range(n):
+        h.pod(pod(f"g-{i}", group="g"))
+
+
+async def test_gang_is_assumed_and_issued_whole() -> None:
+    h = Harness()
+    gang(h, 3)
+    app, binder = applier(h)
+    result = SessionResult(
+        decisions=tuple(bind(f"g-{i}", f"n{i}", (i,)) for i in range(3)), explanations={}
+    )
+    assert app.apply(result, now=1.0)["bind"] == 3
+    assert set(h.cache.assumed) == {"uid-g-0", "uid-g-1", "uid-g-2"}
+    await app.drain()
+    assert binder.gangs == [["g-0", "g-1", "g-2"]]
+    assert all(a.bound for a in h.cache.assumed.values())
+
+
+async def test_gang_with_a_member_gone_since_the_snapshot_is_not_started() -> None:
+    h = Harness()
+    gang(h, 3)
+    h.delete_pod("g-2")
+    app, binder = applier(h)
+    result = SessionResult(
+        decisions=tuple(bind(f"g-{i}", f"n{i}") for i in range(3)), explanations={}
+    )
+    assert app.apply(result, now=1.0)["bind"] == 0
+    await app.drain()
+    assert binder.gangs == []
+    assert h.cache.assumed == {}
+
+
+def test_binding_request_carries_gpu_ids() -> None:
+    req = BindRequest("ns", "p", "u", "n1", {"scheduling.sluice.dev/gpu-ids": "4,5"})
+    assert req.ref.name == "p"
