@@ -189,10 +189,12 @@ class SchedulerOperator:
             stop.cancel()
             if hold is not None:
                 hold.cancel()
-            # Let bindings already issued finish, so the cache we leave behind matches the API.
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(applier.drain(), timeout=10)
-            await status.drain()
+            if exit_code == 0:
+                # A clean stop lets bindings already issued finish. After losing the lease we do
+                # not wait: another scheduler may already be placing pods with its own view.
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(applier.drain(), timeout=10)
+                await status.drain()
         finally:
             self.metrics.is_leader.set(0)
             for task in watch_tasks:
