@@ -123,8 +123,8 @@ def close(ssn: Session, timings: dict[str, float]) -> SessionResult:
     binds: list[Decision] = []
     for op in ssn.operations:
         if isinstance(op, EvictOp):
-            entry = evictions.setdefault(op.task.group.uid, ([], op))
-            entry[0].append(op.task.task.uid)
+            entry = evictions.setdefault(op.tasks[0].group.uid, ([], op))
+            entry[0].extend(t.task.uid for t in op.tasks)
             continue
         record = Bind if op.kind == Placement.BIND else Nominate
         node_name = state.nodes.names[op.node]

@@ -31,9 +31,11 @@ class AllocateOp:
 
 @dataclass(frozen=True, slots=True)
 class EvictOp:
-    task: TaskInfo
+    """Pods of one group evicted from one node in one batch."""
+
+    tasks: tuple[TaskInfo, ...]
     node: int
-    gpu_ids: tuple[int, ...]
+    gpu_ids: tuple[tuple[int, ...], ...]
     reason: EvictReason
     message: str
     preemptor: str
@@ -64,11 +66,25 @@ class Statement:
         self.ops.append(AllocateOp(tasks, node, gpu_ids, kind))
 
     def evict(self, t: TaskInfo, reason: EvictReason, message: str, preemptor: str) -> None:
-        node, gpu_ids = t.node, t.gpu_ids
-        self.state._give(t, node, gpu_ids)
-        t.held = False
-        t.evicted = True
-        self.ops.append(EvictOp(t, node, gpu_ids, reason, message, preemptor))
+        self.evict_many([t], reason, message, preemptor)
+
+    def evict_many(
+        self, tasks: list[TaskInfo], reason: EvictReason, message: str, preemptor: str
+    ) -> None:
+        """Evict held tasks, accounted per (group, node) batch."""
+        batches: dict[tuple[int, int], list[TaskInfo]] = {}
+        seen: set[int] = set()
+        for t in tasks:
+            if t.held and not t.evicted and id(t) not in seen:  # a task may come twice
+                seen.add(id(t))
+                batches.setdefault((id(t.group), t.node), []).append(t)
+        for (_, node), batch in batches.items():
+            ids = tuple(t.gpu_ids for t in batch)
+            self.state.move(batch, node, ids, -1)
+            for t in batch:
+                t.held = False
+                t.evicted = True
+            self.ops.append(EvictOp(tuple(batch), node, ids, reason, message, preemptor))
 
     def mark(self) -> int:
         return len(self.ops)
@@ -81,9 +97,9 @@ class Statement:
                 for t in op.tasks:
                     t.node, t.gpu_ids, t.held, t.placed = -1, (), False, Placement.NONE
             else:
-                t = op.task
-                self.state._take(t, op.node, op.gpu_ids)
-                t.node, t.gpu_ids, t.held, t.evicted = op.node, op.gpu_ids, True, False
+                self.state.move(op.tasks, op.node, op.gpu_ids, 1)
+                for t, ids in zip(op.tasks, op.gpu_ids, strict=True):
+                    t.node, t.gpu_ids, t.held, t.evicted = op.node, ids, True, False
 
     def discard(self) -> None:
         self.rollback(0)
@@ -99,13 +115,14 @@ class Statement:
         state = self.state
         for op in self.ops:
             if isinstance(op, EvictOp):
-                keep = np.minimum(np.maximum(state.free[op.node], 0.0), op.task.req)
-                state.free[op.node] -= keep
+                for t, ids in zip(op.tasks, op.gpu_ids, strict=True):
+                    keep = np.minimum(np.maximum(state.free[op.node], 0.0), t.req)
+                    state.free[op.node] -= keep
+                    share = state._per_card(t, ids)
+                    for card in ids:
+                        if 0 <= card < state.nodes.gpu_width:
+                            held = min(share, max(state.gpu_free[op.node, card], 0.0))
+                            state.adjust_card(op.node, card, -held)
                 state.touched.append(op.node)
-                share = state._per_card(op.task, op.gpu_ids)
-                for card in op.gpu_ids:
-                    if 0 <= card < state.nodes.gpu_width:
-                        held = min(share, max(state.gpu_free[op.node, card], 0.0))
-                        state.adjust_card(op.node, card, -held)
         self.closed = True
         return self.ops

@@ -62,7 +62,11 @@ def run(ssn: Session) -> None:
     growing = [
         g
         for g in state.groups
-        if g.phase != GroupPhase.PENDING and g.gang_satisfied() and g.pending_tasks()
+        if g.phase != GroupPhase.PENDING
+        and g.gang_satisfied()
+        and g.pending_tasks()
+        # A gang waiting for nominated room grows only once it is actually bound.
+        and not any(t.placed == Placement.NOMINATE or t.nominated >= 0 for t in g.tasks)
     ]
     growing.sort(key=ext.job_key)
     for g in growing:

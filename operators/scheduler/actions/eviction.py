@@ -103,6 +103,9 @@ def victim_units(state: SessionState, preemptor: GroupInfo, purpose: Purpose) ->
 
 
 def _units_of(state: SessionState, h: GroupInfo) -> list[VictimUnit]:
+    if any(t.placed != Placement.NONE for t in h.tasks):
+        # Placed by this very session: evicting its older pods would break the gang just bound.
+        return []
     running = [t for t in h.tasks if t.held and t.placed == Placement.NONE and not t.evicted]
     if not running:
         return []
@@ -199,10 +202,27 @@ def _search(
     success = False
     # Cheap necessary condition first: idle room on these nodes plus what the victims taken so
     # far hold there must cover the gang. Evictions are applied only once it does, so a search
-    # that fails (the common case under contention) costs almost nothing.
+    # that fails (the common case under contention) costs almost nothing. Past that point,
+    # placement is tried after 1, 2, 4, ... more victims and once with all of them: a bounded
+    # number of attempts, then the pruning below drops victims the placement did not need.
     used = need > 0
     room = np.maximum(state.free[mask], 0.0).sum(axis=0)[used]
     pending: list[TaskInfo] = []
+    next_try = 0
+    tried_all = False
+
+    def attempt() -> bool:
+        nonlocal pending
+        stmt.evict_many(pending, reason, f"to make room for {g.pg.namespace}/{g.pg.name}", g.uid)
+        pending = []
+        if ext.allocatable(g, need).vote == Vote.REJECT:
+            return False
+        mark = stmt.mark()
+        if place_group_tasks(ssn, stmt, g, tasks, mask, Placement.NOMINATE, node_set.label) is None:
+            return True
+        stmt.rollback(mark)
+        return False
+
     for unit in units:
         live = [t for t in unit.tasks if t.held and not t.evicted]
         inside = [t for t in live if mask[t.node]]
@@ -212,19 +232,16 @@ def _search(
             room = room + t.req[used]
         pending.extend(live)  # the whole unit goes (job-level), wherever its pods run
         taken.append(unit)
-        if not bool((room + _EPS >= need[used]).all()):
+        tried_all = False
+        if not bool((room + _EPS >= need[used]).all()) or len(taken) < next_try:
             continue
-        for t in pending:
-            if t.held and not t.evicted:
-                stmt.evict(t, reason, f"to make room for {g.pg.namespace}/{g.pg.name}", g.uid)
-        pending = []
-        if ext.allocatable(g, need).vote == Vote.REJECT:
-            continue
-        mark = stmt.mark()
-        if place_group_tasks(ssn, stmt, g, tasks, mask, Placement.NOMINATE, node_set.label) is None:
+        tried_all = True
+        if attempt():
             success = True
             break
-        stmt.rollback(mark)
+        next_try = 2 * len(taken)
+    if not success and not tried_all and taken and bool((room + _EPS >= need[used]).all()):
+        success = attempt()
     if not success:
         stmt.discard()
         return None
@@ -236,9 +253,9 @@ def _search(
     stmt.discard()
     retry = Statement(state)
     for unit in needed:
-        for t in unit.tasks:
-            if t.held and not t.evicted:
-                retry.evict(t, reason, f"to make room for {g.pg.namespace}/{g.pg.name}", g.uid)
+        retry.evict_many(
+            list(unit.tasks), reason, f"to make room for {g.pg.namespace}/{g.pg.name}", g.uid
+        )
     if (
         ext.allocatable(g, need).vote != Vote.REJECT
         and place_group_tasks(ssn, retry, g, tasks, mask, Placement.NOMINATE, node_set.label)
@@ -249,9 +266,9 @@ def _search(
     # Fall back to the full set, which is known to work.
     full = Statement(state)
     for unit in taken:
-        for t in unit.tasks:
-            if t.held and not t.evicted:
-                full.evict(t, reason, f"to make room for {g.pg.namespace}/{g.pg.name}", g.uid)
+        full.evict_many(
+            list(unit.tasks), reason, f"to make room for {g.pg.namespace}/{g.pg.name}", g.uid
+        )
     if place_group_tasks(ssn, full, g, tasks, mask, Placement.NOMINATE, node_set.label) is None:
         return taken, full
     full.discard()

@@ -37,6 +37,7 @@ PROFILE = settings(
     max_examples=EXAMPLES,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    print_blob=True,
 )
 LAYOUT = GpuTopology(numa=((0, 1, 2, 3), (4, 5, 6, 7)), nvlink=((0, 1), (2, 3), (4, 5), (6, 7)))
 TOPO = Topology(
