@@ -243,3 +243,20 @@ def test_no_second_preemption_while_victims_terminate() -> None:
     # Once they are gone, the nominated pods bind on the room kept for them.
     gone = dataclasses.replace(base, tasks=tuple(nominated))
     assert {b.node for b in binds(run_session(gone))} == {"n0", "n1"}
+
+
+def test_a_gang_waiting_for_nominated_room_does_not_grow_meanwhile() -> None:
+    # Found by the property tests: the extra pod bound at once while the gang minimum was
+    # only nominated; later the bound pod could be reclaimed and the gang broken.
+    snap = Snapshot(
+        now=0,
+        nodes=(node("n0", cpu=8), node("n1", cpu=4)),
+        groups=(
+            group("low", phase=GroupPhase.RUNNING),
+            group("high", min_member=2, priority=100),
+        ),
+        tasks=(*tasks("low", 1, cpu=8, on=["n0"]), *tasks("high", 3, cpu=4)),
+    )
+    result = run_session(snap)
+    assert len(nominations(result)) == 2
+    assert not binds(result)
