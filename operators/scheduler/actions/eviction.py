@@ -75,7 +75,6 @@ def victim_units(state: SessionState, preemptor: GroupInfo, purpose: Purpose) ->
     """Every unit that could in principle go: preempt looks only inside the preemptor's queue
     (plugins then filter and order); reclaim looks everywhere."""
     out: list[VictimUnit] = []
-    cache = state.victim_cache
     same_queue_only = purpose is Purpose.PREEMPT
     tree = state.queues
     # Reclaim can only take from queues above their share or overcommitted, or borrowers.
@@ -90,16 +89,18 @@ def victim_units(state: SessionState, preemptor: GroupInfo, purpose: Purpose) ->
     for h in groups:
         if h is preemptor or h.held_count <= 0:
             continue
-        # Units only change when the group's holdings do: cache them on that version.
-        version = h.changes
-        cached = cache.get(h.uid)
-        if cached is not None and cached[0] == version:
-            out.extend(cached[1])
-            continue
-        units = _units_of(state, h)
-        cache[h.uid] = (version, units)
-        out.extend(units)
+        out.extend(_cached_units(state, h))
     return out
+
+
+def _cached_units(state: SessionState, h: GroupInfo) -> list[VictimUnit]:
+    """Units only change when the group's holdings do: cached on that version."""
+    cached = state.victim_cache.get(h.uid)
+    if cached is not None and cached[0] == h.changes:
+        return cached[1]
+    units = _units_of(state, h)
+    state.victim_cache[h.uid] = (h.changes, units)
+    return units
 
 
 def _units_of(state: SessionState, h: GroupInfo) -> list[VictimUnit]:
@@ -147,9 +148,21 @@ def make_room(
     if only is None and not ext.victims_possible(g, purpose):
         return RoomOutcome(False, [], message="no job may be preempted for it")
     allowed = set(only) if only is not None else None
+    # Victims named up front (a delayed preemption come due) may sit in any queue: a delayed
+    # reclaim marks other queues' jobs, so look at exactly those groups.
+    candidates = (
+        victim_units(state, g, purpose)
+        if allowed is None
+        else [
+            u
+            for uid in sorted(allowed)
+            if uid in state.group_by_uid
+            for u in _cached_units(state, state.group_by_uid[uid])
+        ]
+    )
     units = [
         u
-        for u in victim_units(state, g, purpose)
+        for u in candidates
         if (allowed is None or u.group.uid in allowed)
         and not u.group.preemption_done
         and (allowed is not None or ext.is_victim(g, u, purpose))

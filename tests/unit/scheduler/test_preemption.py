@@ -260,3 +260,38 @@ def test_a_gang_waiting_for_nominated_room_does_not_grow_meanwhile() -> None:
     result = run_session(snap)
     assert len(nominations(result)) == 2
     assert not binds(result)
+
+
+def test_delayed_reclaim_across_queues_evicts_at_the_deadline() -> None:
+    queues = (Queue("a", preemption_delay=60.0), Queue("b"))
+    hogs = [group(f"a{i}", queue="a", phase=GroupPhase.RUNNING) for i in range(2)]
+    bound = [t for i in range(2) for t in tasks(f"a{i}", 1, cpu=8, on=[f"n{i}"])]
+    base = Snapshot(
+        now=1000.0,
+        nodes=(node("n0", cpu=8), node("n1", cpu=8)),
+        queues=queues,
+        groups=(*hogs, group("b0", queue="b")),
+        tasks=(*bound, *tasks("b0", 1, cpu=8)),
+    )
+    first = run_session(base)
+    [privileged] = [d for d in first.decisions if isinstance(d, MarkPrivileged)]
+    assert privileged.preemptor == "b0"
+    assert privileged.deadline == 1060.0
+    assert not evictions(first)
+    victim = privileged.victims[0]
+    marked = tuple(
+        dataclasses.replace(
+            g,
+            preemption=PreemptionMark(PreemptionRole.WILL_EVICT, ("b0",), 1060.0)
+            if g.uid == victim
+            else PreemptionMark(PreemptionRole.PRIVILEGED, (victim,), 1060.0)
+            if g.uid == "b0"
+            else None,
+        )
+        for g in base.groups
+    )
+    due = run_session(dataclasses.replace(base, now=1060.0, groups=marked))
+    [evicted] = evictions(due)
+    assert evicted.group == victim
+    assert evicted.reason == EvictReason.DELAYED_PREEMPTION_DUE
+    assert [n.group for n in nominations(due)] == ["b0"]
