@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from operators.scheduler.decisions import Decision
     from operators.scheduler.framework import Extensions
+    from operators.scheduler.reservation import Reservations
     from operators.scheduler.session import SessionConfig
     from operators.scheduler.shapeviews import ShapeViews
     from operators.scheduler.state import SessionState
@@ -20,6 +21,8 @@ class Session:
     ext: Extensions
     config: SessionConfig
     views: ShapeViews
+    # Nodes held for the highest-ranked gangs that do not fit yet (reservation.py).
+    reservations: Reservations
     # Committed statement operations, in commit order; turned into Bind/Nominate/Evict at close.
     operations: list[Operation] = field(default_factory=list)
     # Decisions that are not placements (phases, delayed-preemption marks), in emission order.

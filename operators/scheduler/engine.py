@@ -35,6 +35,7 @@ from operators.scheduler.framework import Extensions
 from operators.scheduler.phases import GroupEvent, next_phase
 from operators.scheduler.plugins import binpack, drf, gang, pool, predicates, priority, quota
 from operators.scheduler.plugins import topology as topology_plugin
+from operators.scheduler.reservation import Reservations
 from operators.scheduler.session import (
     ActionName,
     PoolStatus,
@@ -107,7 +108,13 @@ def _execute(snapshot: Snapshot, config: SessionConfig) -> SessionResult:
     ext = Extensions()
     for _, register in PLUGIN_ORDER:
         register(state, ext)
-    ssn = Session(state=state, ext=ext, config=config, views=ShapeViews(state, ext))
+    ssn = Session(
+        state=state,
+        ext=ext,
+        config=config,
+        views=ShapeViews(state, ext),
+        reservations=Reservations(state, ext, config.max_reservations),
+    )
     start = lap("open", start)
     for action in config.actions:
         ACTIONS[action](ssn)
@@ -139,6 +146,7 @@ def close(ssn: Session, timings: dict[str, float]) -> SessionResult:
     decisions.extend(binds)
     decisions.extend(d for d in marks_and_phases if isinstance(d, SetGroupPhase))
     decisions.extend(_phase_changes(ssn, evictions))
+    reserved = _explain_reservations(ssn)
     _fill_explanations(ssn)
     return SessionResult(
         decisions=tuple(decisions),
@@ -146,7 +154,24 @@ def close(ssn: Session, timings: dict[str, float]) -> SessionResult:
         timings=MappingProxyType(timings),
         queues=MappingProxyType(_queue_statuses(state)),
         pools=MappingProxyType(_pool_statuses(state)),
+        reservations=MappingProxyType(reserved),
     )
+
+
+def _explain_reservations(ssn: Session) -> dict[str, tuple[str, ...]]:
+    """Each gang still holding a reservation says so (the runtime shows it as the reason's
+    message) and is listed in ``SessionResult.reservations``."""
+    reservations, state = ssn.reservations, ssn.state
+    reservations.release_placed()
+    out: dict[str, tuple[str, ...]] = {}
+    for r in reservations.items:
+        g = r.group
+        out[g.uid] = reservations.names(r)
+        old = state.explanation(g.uid)
+        code = old.code if old is not None else ReasonCode.UNSCHEDULABLE
+        text = reservations.describe(r)
+        state.explain(g, Explanation(g.uid, code, f"{old.message}; {text}" if old else text))
+    return out
 
 
 def _phase_changes(ssn: Session, evictions: dict[str, tuple[list[str], EvictOp]]) -> list[Decision]:

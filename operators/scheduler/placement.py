@@ -138,7 +138,7 @@ def place_shape(
     return None
 
 
-def _by_shape(tasks: list[TaskInfo]) -> list[list[TaskInfo]]:
+def by_shape(tasks: list[TaskInfo]) -> list[list[TaskInfo]]:
     if not tasks:
         return []
     first = tasks[0].shape
@@ -178,7 +178,7 @@ def _place_flat(
             )
             if failure is not None:
                 return failure
-    for shape_tasks in _by_shape(loose):
+    for shape_tasks in by_shape(loose):
         failure = place_shape(ssn, stmt, shape_tasks, mask, kind, where)
         if failure is not None:
             return failure
@@ -212,7 +212,7 @@ def _place_in_one_domain(
     state = ssn.state
     domains = state.nodes.tier_domains[level]
     tier = state.nodes.tier_names[level]
-    shapes = _by_shape(tasks)
+    shapes = by_shape(tasks)
     size = int(domains.max()) + 1 if len(domains) else 0
     feasible = np.ones(size, dtype=np.bool_)
     slack = np.zeros(size, dtype=np.float64)

@@ -50,6 +50,9 @@ class SessionConfig:
     max_victims_per_preemptor: int = 64
     # Upper bound on preemptors tried per action (bounds session time under heavy contention).
     max_preemptors: int = 256
+    # Gangs per pool that may reserve nodes when they do not fit yet (backfill with
+    # reservation, reservation.py); 0 turns reservations off.
+    max_reservations: int = 1
     timer: Timer | None = None
 
 
@@ -85,6 +88,10 @@ class SessionResult:
     timings: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
     queues: Mapping[str, QueueStatus] = field(default_factory=lambda: MappingProxyType({}))
     pools: Mapping[str, PoolStatus] = field(default_factory=lambda: MappingProxyType({}))
+    # group uid -> names of the nodes reserved for it (lower-ranked work is kept off them).
+    reservations: Mapping[str, tuple[str, ...]] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
 
 
 def run_session(snapshot: Snapshot, config: SessionConfig | None = None) -> SessionResult:

@@ -19,7 +19,7 @@ import numpy as np
 from operators.scheduler.actions.ordering import round_robin
 from operators.scheduler.decisions import Explanation, ReasonCode
 from operators.scheduler.framework import AllocatePass, Vote
-from operators.scheduler.placement import PlaceFailure, place_group_tasks
+from operators.scheduler.placement import PlaceFailure, by_shape, place_group_tasks
 from operators.scheduler.plugins.gang import shortfall
 from operators.scheduler.session import ActionName
 from operators.scheduler.snapshot import GroupPhase
@@ -65,6 +65,23 @@ def _total(tasks: list[TaskInfo]) -> NDArray[np.float64]:
     return np.asarray(np.sum([t.req for t in tasks], axis=0), dtype=np.float64)
 
 
+def _reserve_if_short(ssn: Session, g: GroupInfo, tasks: list[TaskInfo]) -> None:
+    """Reserve nodes for ``g`` if its own pool cannot hold ``tasks`` now (fit counts only:
+    cheap, and a group that might fit is simply tried again in the borrow pass)."""
+    if not tasks or ssn.reservations.full(g.pool):
+        return
+    own = next(ssn.ext.candidate_sets(g, ssn.state.nodes.schedulable), None)
+    if own is None:
+        return
+    mask = ssn.reservations.allowed(g, own.mask)
+    for shape_tasks in by_shape(tasks):
+        t = shape_tasks[0]
+        counts = ssn.views.get(t).counts * ssn.views.allowed(t, mask, ssn.ext.feasible)
+        if counts.sum() < len(shape_tasks):
+            ssn.reservations.reserve(g, tasks, own.mask)
+            return
+
+
 def allocate_group(ssn: Session, g: GroupInfo, phase: AllocatePass, *, borrow: bool = False) -> str:
     """Try to place ``g``'s gang minimum. Returns "placed", "share" (refused by the share
     rule only, worth a borrow pass) or "failed"."""
@@ -87,6 +104,9 @@ def allocate_group(ssn: Session, g: GroupInfo, phase: AllocatePass, *, borrow: b
     verdict = ext.allocatable(g, need, phase)
     if verdict.vote == Vote.REJECT:
         if phase is AllocatePass.SHARE and ext.allocatable(g, need).vote != Vote.REJECT:
+            # It waits for the borrow pass, but lower-ranked groups are placed before that:
+            # if it could not fit now anyway, reserve its nodes already at its rank.
+            _reserve_if_short(ssn, g, tasks)
             return "share"
         g.attempted = True
         state.explain(
@@ -95,6 +115,7 @@ def allocate_group(ssn: Session, g: GroupInfo, phase: AllocatePass, *, borrow: b
         return "failed"
     failures: list[tuple[str, PlaceFailure]] = []
     sets = ext.candidate_sets(g, state.nodes.schedulable)
+    own_mask = state.nodes.schedulable
     if borrow:
         next(sets, None)  # the own pool was tried by allocate already
     else:
@@ -102,11 +123,11 @@ def allocate_group(ssn: Session, g: GroupInfo, phase: AllocatePass, *, borrow: b
         # preempt and reclaim (backfill's first step) for groups they could not help.
         own = next(sets, None)
         sets = iter([own] if own is not None else [])
+        own_mask = own.mask if own is not None else own_mask
     for node_set in sets:
         stmt = Statement(state)
-        failure = place_group_tasks(
-            ssn, stmt, g, tasks, node_set.mask, Placement.BIND, node_set.label
-        )
+        mask = ssn.reservations.allowed(g, node_set.mask)
+        failure = place_group_tasks(ssn, stmt, g, tasks, mask, Placement.BIND, node_set.label)
         if failure is None and ext.ready(g):
             ssn.commit(stmt)
             ext.placed(g)
@@ -124,6 +145,10 @@ def allocate_group(ssn: Session, g: GroupInfo, phase: AllocatePass, *, borrow: b
     g.attempted = True
     if not borrow:
         g.borrow_later = True
+        if failures:
+            # Does not fit in its own pool now: hold nodes there, so lower-ranked work that
+            # comes after it cannot keep taking the room it waits for.
+            ssn.reservations.reserve(g, tasks, own_mask)
     if borrow and not failures:
         return "failed"  # no lender could be tried: keep the own-pool explanation
     old = state.explanation(g.uid) if borrow else None

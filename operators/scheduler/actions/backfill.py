@@ -57,7 +57,10 @@ def borrow(ssn: Session) -> None:
 
 
 def run(ssn: Session) -> None:
+    # A reserving gang that preempt or reclaim placed (or nominated) needs its hold no more.
+    ssn.reservations.release_placed()
     borrow(ssn)
+    ssn.reservations.release_placed()  # ... or that found room in a lender pool
     state, ext = ssn.state, ssn.ext
     growing = [
         g
@@ -77,10 +80,11 @@ def run(ssn: Session) -> None:
             placed = False
             for node_set in ext.candidate_sets(g, state.nodes.schedulable):
                 scoped = _domain_mask(ssn, g, node_set)
-                if not np.any(scoped.mask):
+                mask = ssn.reservations.allowed(g, scoped.mask)
+                if not np.any(mask):
                     continue
                 stmt = Statement(state)
-                if place_group_tasks(ssn, stmt, g, [t], scoped.mask, Placement.BIND) is None:
+                if place_group_tasks(ssn, stmt, g, [t], mask, Placement.BIND) is None:
                     ssn.commit(stmt)
                     placed = True
                     break
