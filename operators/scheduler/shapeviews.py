@@ -117,9 +117,6 @@ class ShapeViews:
         return view
 
 
-def nominated_bonus(tasks: list[TaskInfo], nodes: NDArray[np.int64]) -> NDArray[np.float64] | None:
-    """Nodes nominated for these tasks (room held for them by a preemption) come first."""
-    held = [t.nominated for t in tasks if t.nominated >= 0]
-    if not held:
-        return None
-    return np.isin(nodes, held).astype(np.float64) * 10.0 * GPU_MILLI_PER_CARD
+# Added to the score of nodes nominated for a task (room held for it by a preemption), so they
+# come first: larger than any sum of plugin scores.
+NOMINATED_BONUS = 10.0 * GPU_MILLI_PER_CARD

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 
 
 CARD_EPS = 1e-6
+_FULL = GPU_MILLI_PER_CARD - CARD_EPS  # a card with at least this much free milli is whole
 
 
 class Placement(enum.IntEnum):
@@ -159,6 +160,8 @@ class SessionState:
         self._lazy: dict[str, tuple[ReasonCode, Callable[[], str]]] = {}
         # Nodes whose holdings changed, in order (append-only; shapeviews.py syncs from it).
         self.touched: list[int] = []
+        # (island layout id, whole cards) -> (whole cards, best NVLink island, best NUMA node).
+        self._card_stats: dict[tuple[int, tuple[bool, ...]], tuple[int, int, int]] = {}
         # Victim units per group uid, keyed by the group's holdings version (eviction.py).
         self.victim_cache: dict[str, tuple[int, list[VictimUnit]]] = {}
 
@@ -350,15 +353,25 @@ class SessionState:
             self._refresh_cards(node)
             self.touched.append(node)
 
-    def _refresh_cards(self, node: int) -> None:
-        # Eight-ish cards: plain Python beats a handful of tiny numpy calls here.
-        full = [v >= GPU_MILLI_PER_CARD - CARD_EPS for v in self.gpu_free[node].tolist()]
-        self.full_cards[node] = sum(full)
-        for islands, best in (
-            (self.nodes.nvlink_islands[node], self.nvlink_best),
-            (self.nodes.numa_islands[node], self.numa_best),
-        ):
-            best[node] = max((sum(full[c] for c in island) for island in islands), default=0)
+    def _refresh_cards(self, node: int, free: list[float] | None = None) -> None:
+        # Eight-ish cards: plain Python beats a handful of tiny numpy calls here, and nodes of
+        # one hardware kind share island lists, so the answer is memoised per (kind, which
+        # cards are whole).
+        if free is None:
+            free = self.gpu_free[node].tolist()
+        full = tuple([v >= _FULL for v in free])
+        nvlink = self.nodes.nvlink_islands[node]
+        key = (id(nvlink), full)
+        found = self._card_stats.get(key)
+        if found is None:
+            numa = self.nodes.numa_islands[node]
+            found = (
+                sum(full),
+                max([sum([full[c] for c in island]) for island in nvlink], default=0),
+                max([sum([full[c] for c in island]) for island in numa], default=0),
+            )
+            self._card_stats[key] = found
+        self.full_cards[node], self.nvlink_best[node], self.numa_best[node] = found
 
     def move(
         self,
@@ -382,15 +395,16 @@ class SessionState:
         else:
             self.free[node] += total
         if any(gpu_ids):
-            # A few scalar writes beat building and applying a delta vector.
-            row = self.gpu_free[node]
+            # A few writes to a Python list, stored back in one go, beat scalar numpy writes.
+            free = self.gpu_free[node].tolist()
             width = self.nodes.gpu_width
             for t, ids in zip(tasks, gpu_ids, strict=True):
                 share = sign * self._per_card(t, ids)
                 for card in ids:
                     if 0 <= card < width:
-                        row[card] -= share
-            self._refresh_cards(node)
+                        free[card] -= share
+            self.gpu_free[node] = free
+            self._refresh_cards(node, free)
         node_pool = self.nodes.pool_of[node]
         self.pool_tasks[node_pool] += sign * len(tasks)
         if uniform:
