@@ -43,8 +43,22 @@ def pick_gpus_many(
     """Card ids for ``count`` replicas shaped like ``t`` on ``node`` (state is not changed)."""
     if not (t.gpu_cards or t.gpu_milli):
         return ((),) * count
-    width = state.nodes.gpu_width
     free = state.gpu_free[node].tolist()
+    # The answer depends only on the node's hardware kind (its island lists are shared per
+    # kind), the free milli per card and the request, and a large cluster repeats these few
+    # combinations thousands of times: memoise.
+    key = (id(state.nodes.nvlink_islands[node]), tuple(free), t.gpu_cards, t.gpu_milli, count)
+    found = state.gpu_picks.get(key)
+    if found is None:
+        found = _pick(state, node, t, count, free)
+        state.gpu_picks[key] = found
+    return found
+
+
+def _pick(
+    state: SessionState, node: int, t: TaskInfo, count: int, free: list[float]
+) -> tuple[tuple[int, ...], ...]:
+    width = state.nodes.gpu_width
     out: list[tuple[int, ...]] = []
     if t.gpu_milli:
         for _ in range(count):
