@@ -154,6 +154,14 @@ class Extensions:
             t.order_key = (*(part for key in self.task_keys for part in key(t)), t.task.uid)
         return t.order_key
 
+    def pending_in_order(self, g: GroupInfo) -> list[TaskInfo]:
+        """``sorted(g.pending_tasks(), key=task_key)``, without sorting every time: task keys
+        are static and unique, so filtering the once-sorted task list gives the same list."""
+        ordered = g.ordered
+        if ordered is None:
+            ordered = g.ordered = sorted(g.tasks, key=self.task_key)
+        return [t for t in ordered if t.pending]
+
     def queue_key(self, q: int) -> tuple[float, ...]:
         return (*(part for key in self.queue_keys for part in key(q)), float(q))
 

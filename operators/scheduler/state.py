@@ -98,6 +98,7 @@ class GroupInfo:
     changes: int = 0  # bumped on every change of the group's holdings (SessionState.move)
     _ready_at: int = -1  # ``changes`` when _ready was computed
     _ready: bool = False
+    ordered: list[TaskInfo] | None = None  # tasks in Extensions.task_key order (static keys)
 
     @property
     def uid(self) -> str:

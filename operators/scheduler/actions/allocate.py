@@ -86,7 +86,7 @@ def allocate_group(ssn: Session, g: GroupInfo, phase: AllocatePass, *, borrow: b
     """Try to place ``g``'s gang minimum. Returns "placed", "share" (refused by the share
     rule only, worth a borrow pass) or "failed"."""
     state, ext = ssn.state, ssn.ext
-    pending = sorted(g.pending_tasks(), key=ext.task_key)
+    pending = ext.pending_in_order(g)
     tasks = shortfall(g, pending)
     if tasks is None:
         have = len(g.tasks)

@@ -74,7 +74,7 @@ def run(ssn: Session) -> None:
     growing.sort(key=ext.job_key)
     for g in growing:
         grown = 0
-        for t in sorted(g.pending_tasks(), key=ext.task_key):
+        for t in ext.pending_in_order(g):
             if ext.allocatable(g, t.req).vote == Vote.REJECT:
                 break
             placed = False

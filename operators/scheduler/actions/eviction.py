@@ -140,7 +140,7 @@ def make_room(
 ) -> RoomOutcome:
     """Evict the fewest/cheapest eligible units so ``g``'s gang minimum fits, or nothing."""
     state, ext, config = ssn.state, ssn.ext, ssn.config
-    pending = sorted(g.pending_tasks(), key=ext.task_key)
+    pending = ext.pending_in_order(g)
     tasks = shortfall(g, pending)
     if not tasks:
         return RoomOutcome(False, [], message="no pods to place")
