@@ -240,28 +240,30 @@ def _pool_statuses(state: SessionState) -> dict[str, PoolStatus]:
     used = np.zeros((npools, space.size))
     shared = np.zeros((npools, space.size))
     pending = np.zeros((npools, space.size))
-    # Sort tasks into (pool, vector) lists first, then add them up in three numpy calls.
+    # Count tasks per (pool, request vector) first: tasks of one shape share one vector, so a
+    # few dozen vector multiply-adds replace a numpy row update per task.
     pool_of = nodes.pool_of
-    rows: dict[str, tuple[list[int], list[NDArray[np.float64]]]] = {
-        "used": ([], []),
-        "shared": ([], []),
-        "pending": ([], []),
-    }
+    counts: tuple[dict[tuple[int, int], int], ...] = ({}, {}, {})  # used, shared, pending
+    vectors: dict[int, NDArray[np.float64]] = {}
+    pending_status = TaskStatus.PENDING
     for t in state.tasks:
+        req = t.req
         if t.held and t.node >= 0:
             p = pool_of[t.node]
-            rows["used"][0].append(p)
-            rows["used"][1].append(t.req)
+            key = (p, id(req))
+            used_counts = counts[0]
+            used_counts[key] = used_counts.get(key, 0) + 1
             if p != t.pool:
-                rows["shared"][0].append(p)
-                rows["shared"][1].append(t.req)
-        elif t.task.status == TaskStatus.PENDING and t.placed == Placement.NONE:
-            rows["pending"][0].append(t.pool)
-            rows["pending"][1].append(t.req)
-    for name, target in (("used", used), ("shared", shared), ("pending", pending)):
-        index, vectors = rows[name]
-        if index:
-            np.add.at(target, np.asarray(index), np.stack(vectors))
+                counts[1][key] = counts[1].get(key, 0) + 1
+        elif t.placed == Placement.NONE and t.task.status == pending_status:
+            key = (t.pool, id(req))
+            counts[2][key] = counts[2].get(key, 0) + 1
+        else:
+            continue
+        vectors[id(req)] = req
+    for per, target in zip(counts, (used, shared, pending), strict=True):
+        for (p, vid), count in per.items():
+            target[p] += vectors[vid] * count
     for p, name in enumerate(nodes.pool_names):
         mask = nodes.node_pool == p
         capacity = nodes.capacity[mask].sum(axis=0)
