@@ -150,9 +150,14 @@ class Extensions:
 
     def task_key(self, t: TaskInfo) -> tuple[object, ...]:
         # Task keys read only static task fields, so each task's key is computed once.
-        if t.order_key is None:
-            t.order_key = (*(part for key in self.task_keys for part in key(t)), t.task.uid)
-        return t.order_key
+        key = t.order_key
+        if key is None:
+            parts: list[object] = []
+            for task_key in self.task_keys:
+                parts.extend(task_key(t))
+            parts.append(t.task.uid)
+            key = t.order_key = tuple(parts)
+        return key
 
     def pending_in_order(self, g: GroupInfo) -> list[TaskInfo]:
         """``sorted(g.pending_tasks(), key=task_key)``, without sorting every time: task keys

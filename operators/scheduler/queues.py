@@ -91,6 +91,10 @@ class QueueTree:
         self.reclaimable = np.asarray([q.reclaimable for q in self.specs], dtype=np.bool_)
         self.overcommit = np.asarray([q.overcommit for q in self.specs], dtype=np.bool_)
         self.open = np.asarray([q.state == QueueState.OPEN for q in self.specs], dtype=np.bool_)
+        # Queues with no finite capability on themselves or any ancestor (headroom_ok fast path).
+        self.uncapped: list[bool] = [
+            bool(np.isinf(self.capability[chain]).all()) for chain in self.ancestors
+        ]
         self.allocated = np.zeros((size, space.size), dtype=np.float64)
         self.demand = np.zeros((size, space.size), dtype=np.float64)  # pending, own leaf only
         self.deserved = np.zeros((size, space.size), dtype=np.float64)
@@ -106,6 +110,8 @@ class QueueTree:
 
     def headroom_ok(self, queue: int, vec: NDArray[np.float64], *, overcommit: bool) -> bool:
         """Would adding ``vec`` keep the queue and every ancestor within capability?"""
+        if self.uncapped[queue]:
+            return True  # no capability anywhere up the chain: nothing to exceed
         chain = self.ancestors[queue]
         within = self.allocated[chain] + vec <= self.capability_eps[chain]
         if within.all():
