@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -24,19 +23,17 @@ from typing import Any
 import pytest
 from kubernetes import client, watch
 
+from operators.api import labels
+from operators.devcluster import waiting
+from operators.devcluster.processes import free_port
+
 pytestmark = pytest.mark.e2e
 
 GPU = "nvidia.com/gpu"
-GPU_IDS = "scheduling.sluice.dev/gpu-ids"
-POD_GROUP = "scheduling.sluice.dev/pod-group"
+GPU_IDS = labels.GPU_IDS
+POD_GROUP = labels.POD_GROUP
 NODE_GPUS = 8
 NVLINK_ISLANDS = ({0, 1, 2, 3}, {4, 5, 6, 7})
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class Scheduler:
@@ -117,14 +114,12 @@ def wait_for(
     scheduler: Scheduler | None = None,
     interval: float = 0.2,
 ) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    tail = f"\nscheduler log:\n{scheduler.log()}" if scheduler else ""
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}{tail}")
+    """`operators.devcluster.waiting.wait_for`, with the scheduler's log on a timeout."""
+    try:
+        return waiting.wait_for(predicate, timeout=timeout, interval=interval, what=what)
+    except TimeoutError as exc:
+        tail = f"\nscheduler log:\n{scheduler.log()}" if scheduler else ""
+        raise AssertionError(f"{exc}{tail}") from exc
 
 
 @pytest.fixture
