@@ -26,7 +26,6 @@ from operators.scheduler.snapshot import (
     TaintEffect,
     Toleration,
     Topology,
-    pool_of_node,
 )
 
 if TYPE_CHECKING:
@@ -163,8 +162,18 @@ class NodeIndex:
         self.pool_position: dict[str, int] = {name: i for i, name in enumerate(names)}
         by_name = {p.name: p for p in pools}
         self.pools: list[Pool] = [by_name.get(name, Pool(name=name)) for name in names]
-        self.pool_of: list[int] = [self.pool_position[pool_of_node(node, pools)] for node in nodes]
-        self.node_pool: NDArray[np.int32] = np.asarray(self.pool_of, dtype=np.int32)
+        # pool_of_node() evaluated over all nodes at once: per pool selector one vector match;
+        # a node matching exactly one named pool is in it, otherwise in ``default`` (0).
+        matched = np.zeros(n, dtype=np.int32)
+        first = np.zeros(n, dtype=np.int32)
+        for pool in pools:
+            if pool.name == DEFAULT_POOL:
+                continue
+            hit = self.labels.selector(pool.node_selector)
+            first[hit & (matched == 0)] = self.pool_position[pool.name]
+            matched += hit
+        self.node_pool: NDArray[np.int32] = np.where(matched == 1, first, 0).astype(np.int32)
+        self.pool_of: list[int] = self.node_pool.tolist()
 
         # Capacity net of foreign pods, one column per resource (a loop over resources, not
         # nodes); a node without a "pods" figure is unlimited on pods. GPU foreign usage is

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from operators.scheduler import run_session
 from operators.scheduler.decisions import ReasonCode
+from operators.scheduler.nodes import NodeIndex
+from operators.scheduler.resources import ResourceSpace
 from operators.scheduler.snapshot import (
     GroupPhase,
     LabelSelector,
     Node,
     Pool,
+    SelectorOperator,
+    SelectorRequirement,
     Snapshot,
     pool_of_node,
 )
@@ -131,3 +135,39 @@ def test_pool_status_counts_capacity_used_and_pending() -> None:
     assert status["x"].nodes == 2
     assert status["x"].capacity["cpu"] == 16000
     assert status["default"].nodes == 0
+
+
+def test_vectorised_pool_membership_matches_pool_of_node() -> None:
+    pools = (
+        Pool("a", LabelSelector({"pool": "a"})),
+        Pool(
+            "b",
+            LabelSelector(match_expressions=(SelectorRequirement("gpu", SelectorOperator.EXISTS),)),
+        ),
+        Pool(
+            "c",
+            LabelSelector(
+                match_expressions=(SelectorRequirement("rack", SelectorOperator.GT, ("3",)),)
+            ),
+        ),
+        Pool(
+            "d",
+            LabelSelector(
+                match_expressions=(
+                    SelectorRequirement("pool", SelectorOperator.NOT_IN, ("a", "b")),
+                )
+            ),
+        ),
+    )
+    label_sets = [
+        {},
+        {"pool": "a"},
+        {"pool": "a", "gpu": "x"},
+        {"gpu": "y", "pool": "b"},
+        {"rack": "5", "pool": "b"},
+        {"rack": "2", "pool": "b"},
+        {"rack": "x", "pool": "a"},
+    ]
+    nodes = tuple(node(f"n{i}", labels=labels) for i, labels in enumerate(label_sets))
+    index = NodeIndex(nodes, pools, None, ResourceSpace({"cpu", "memory", "pods"}))
+    assert [index.pool_names[p] for p in index.pool_of] == [pool_of_node(n, pools) for n in nodes]
