@@ -132,7 +132,8 @@ def place_shape(
         scores[node] = -np.inf
         room = min(int(counts[node]), need - placed)
         batch = tuple(tasks[placed : placed + room])
-        stmt.allocate(batch, node, pick_gpus_many(state, node, t0, room), kind)
+        # One shape of one group: the batch shares a request vector (uniform).
+        stmt.allocate(batch, node, pick_gpus_many(state, node, t0, room), kind, uniform=True)
         placed += room
     return None
 

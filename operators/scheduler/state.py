@@ -382,8 +382,12 @@ class SessionState:
         node: int,
         gpu_ids: Sequence[tuple[int, ...]],
         sign: int,
+        uniform: bool = False,
     ) -> None:
         """Account ``tasks`` onto (sign=+1) or off (sign=-1) ``node``, in one batch.
+
+        ``uniform`` promises that every task shares the first one's request vector and group
+        (replicas of one shape placed together), which spares checking it.
 
         Batching matters: a gang's replicas usually land several per node, and per-task numpy
         row updates dominated the session time before.
@@ -391,7 +395,9 @@ class SessionState:
         self.touched.append(node)
         t0 = tasks[0]
         count = len(tasks)
-        uniform = count == 1 or all(t.req is t0.req and t.group is t0.group for t in tasks)
+        uniform = (
+            uniform or count == 1 or all(t.req is t0.req and t.group is t0.group for t in tasks)
+        )
         total = t0.req * count if uniform else np.sum([t.req for t in tasks], axis=0)
         if sign > 0:
             self.free[node] -= total

@@ -56,13 +56,15 @@ class Statement:
         node: int,
         gpu_ids: tuple[tuple[int, ...], ...],
         kind: Placement,
+        uniform: bool = False,
     ) -> None:
+        """Place ``tasks`` on ``node``; ``uniform``: see :meth:`SessionState.move`."""
         for t, ids in zip(tasks, gpu_ids, strict=True):
             t.node = node
             t.gpu_ids = ids
             t.held = True
             t.placed = kind
-        self.state.move(tasks, node, gpu_ids, 1)
+        self.state.move(tasks, node, gpu_ids, 1, uniform)
         self.ops.append(AllocateOp(tasks, node, gpu_ids, kind))
 
     def evict(self, t: TaskInfo, reason: EvictReason, message: str, preemptor: str) -> None:
