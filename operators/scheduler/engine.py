@@ -46,13 +46,12 @@ from operators.scheduler.session import (
 from operators.scheduler.shapeviews import ShapeViews
 from operators.scheduler.snapshot import GroupPhase, TaskStatus
 from operators.scheduler.state import Placement, SessionState
-from operators.scheduler.statement import EvictOp
+from operators.scheduler.statement import AllocateOp, EvictOp
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
 
     from operators.scheduler.snapshot import Snapshot
-    from operators.scheduler.state import GroupInfo
 
 PluginRegister = Callable[[SessionState, Extensions], object]
 
@@ -176,9 +175,18 @@ def _explain_reservations(ssn: Session) -> dict[str, tuple[str, ...]]:
 
 def _phase_changes(ssn: Session, evictions: dict[str, tuple[list[str], EvictOp]]) -> list[Decision]:
     out: list[Decision] = []
+    # Groups with a task bound / nominated by this session: exactly the committed allocations
+    # (a discarded statement resets its tasks), found without scanning every task.
+    bound: set[int] = set()
+    nominated: set[int] = set()
+    for op in ssn.operations:
+        if isinstance(op, AllocateOp):
+            (bound if op.kind == Placement.BIND else nominated).update(
+                id(t.group) for t in op.tasks
+            )
     for g in ssn.state.groups:
-        bound_now = any(t.placed == Placement.BIND for t in g.tasks)
-        if bound_now and g.gang_satisfied() and not _nominated(g):
+        bound_now = id(g) in bound
+        if bound_now and g.gang_satisfied() and id(g) not in nominated:
             phase = next_phase(g.phase, GroupEvent.GANG_BOUND)
             if phase != g.phase:
                 g.phase = phase
@@ -189,10 +197,6 @@ def _phase_changes(ssn: Session, evictions: dict[str, tuple[list[str], EvictOp]]
                 g.phase = phase
                 out.append(SetGroupPhase(g.uid, phase, "Evicted"))
     return out
-
-
-def _nominated(g: GroupInfo) -> bool:
-    return any(t.placed == Placement.NOMINATE for t in g.tasks)
 
 
 def _fill_explanations(ssn: Session) -> None:

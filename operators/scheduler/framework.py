@@ -203,8 +203,11 @@ class Extensions:
     def score(self, t: TaskInfo, nodes: NDArray[np.int64]) -> NDArray[np.float64]:
         total = np.zeros(len(nodes), dtype=np.float64)
         for scorer in self.scorers:
-            if scorer.weight:
-                total += scorer.weight * scorer.score(t, nodes)
+            weight = scorer.weight
+            if weight == 1.0:  # the default: spare a temporary (x * 1.0 == x exactly)
+                total += scorer.score(t, nodes)
+            elif weight:
+                total += weight * scorer.score(t, nodes)
         return total
 
     def enqueueable(self, g: GroupInfo, need: NDArray[np.float64]) -> Verdict:

@@ -39,11 +39,16 @@ class Pools:
             axis=1,
         )
         self._idle_cache: dict[tuple[int, ...], tuple[int, NDArray[np.float64]]] = {}
+        # Each pool's own node set, built once (asked for by every group of the session).
+        self.own_sets = [
+            NodeSet(f"pool {name!r}", mask, borrowed=False)
+            for name, mask in zip(nodes.pool_names, self.masks, strict=True)
+        ]
 
     def node_sets(self, g: GroupInfo) -> Iterator[NodeSet]:
         nodes = self.state.nodes
         own = g.pool
-        yield NodeSet(f"pool {nodes.pool_names[own]!r}", self.masks[own], borrowed=False)
+        yield self.own_sets[own]
         if nodes.pools[own].disable_borrowing:
             return
         lenders = [
