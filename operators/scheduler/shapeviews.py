@@ -35,12 +35,18 @@ def counts_at(
     such integers floors to the exact answer, so no epsilon is needed (and floor(a / b) is far
     faster than float ``//`` in numpy). Whole numbers are returned as float64.
     """
-    free = state.free if nodes is None else state.free[nodes]
     size = state.nodes.size if nodes is None else len(nodes)
     counts: NDArray[np.float64] | None = None
-    for d in t.dims:
-        column = np.floor(free[:, d] / t.req[d])
-        counts = column if counts is None else np.minimum(counts, column, out=counts)
+    if nodes is None:
+        free = state.free
+        for d in t.dims:  # whole columns are views: no gather
+            column = np.floor(free[:, d] / t.req[d])
+            counts = column if counts is None else np.minimum(counts, column, out=counts)
+    elif t.dims:
+        # A few nodes: one (nodes x dims) block gather and one pass, not several per column.
+        cols, need = _columns(state, t)
+        block = np.floor(state.free[nodes[:, None], cols] / need)
+        counts = block.min(axis=1)
     if counts is None:
         counts = np.full(size, 1e9)
     if t.gpu_cards:
@@ -53,6 +59,17 @@ def counts_at(
     # Negative only on a node the snapshot already shows overcommitted.
     np.maximum(counts, 0.0, out=counts)
     return counts
+
+
+def _columns(state: SessionState, t: TaskInfo) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+    """``t.dims`` as an index array and the request on those dims (cached per shape key)."""
+    key = t.shape[0]
+    found = state.dim_columns.get(key)
+    if found is None:
+        cols = np.asarray(t.dims, dtype=np.int64)
+        found = (cols, t.req[cols])
+        state.dim_columns[key] = found
+    return found
 
 
 class ShapeView:

@@ -163,6 +163,8 @@ class SessionState:
         self.touched: list[int] = []
         # (island layout id, whole cards) -> (whole cards, best NVLink island, best NUMA node).
         self._card_stats: dict[tuple[int, tuple[bool, ...]], tuple[int, int, int]] = {}
+        # Per shape key: requested non-GPU columns and the request on them (shapeviews.py).
+        self.dim_columns: dict[object, tuple[NDArray[np.int64], NDArray[np.float64]]] = {}
         # Card choices memoised by topology.pick_gpus_many (keyed by hardware kind and free cards).
         self.gpu_picks: dict[tuple[object, ...], tuple[tuple[int, ...], ...]] = {}
         # Victim units per group uid, keyed by the group's holdings version (eviction.py).

@@ -119,17 +119,19 @@ class TopologyScorer:
         self.weight = weight
 
     def score(self, t: TaskInfo, nodes: NDArray[np.int64]) -> NDArray[np.float64]:
-        out = np.zeros(len(nodes), dtype=np.float64)
         if t.gpu_cards <= 1:
-            return out
+            return np.zeros(len(nodes), dtype=np.float64)
         state = self.state
         layout = state.nodes.has_gpu_layout[nodes]
         if not layout.any():
-            return out
+            return np.zeros(len(nodes), dtype=np.float64)
         in_nvlink = state.nvlink_best[nodes] >= t.gpu_cards
         in_numa = state.numa_best[nodes] >= t.gpu_cards
-        locality = np.where(in_nvlink, 1.0, np.where(in_numa, 0.5, 0.0))
-        return out + np.where(layout, locality, 0.0)
+        # 1.0 in one NVLink island, else 0.5 in one NUMA node, else 0; only on nodes that
+        # describe their layout.
+        locality = np.where(in_nvlink, 1.0, in_numa * 0.5)
+        locality *= layout
+        return locality
 
 
 def register(state: SessionState, ext: Extensions) -> None:
