@@ -15,6 +15,8 @@ import dataclasses
 import logging
 from collections.abc import Callable, Mapping, Sequence
 
+import aiohttp
+
 from operators.runtime.client import ApiError, KubeClient
 from operators.runtime.evictor import Evictor, PodRef
 
@@ -85,18 +87,37 @@ class Binder:
                 await self.client.post(path, binding_body(req))
             except ApiError as err:
                 return f"{err.status} {err.reason}".strip()
-            except (TimeoutError, OSError) as err:
+            except (TimeoutError, aiohttp.ClientError, OSError) as err:
+                # aiohttp's disconnect/payload/response errors are not OSError: catch them all, or
+                # one dropped connection would escape bind_gang and skip rollback and callbacks.
                 return type(err).__name__
         return None
 
     async def bind_gang(self, requests: Sequence[BindRequest]) -> GangOutcome:
+        try:
+            return await self._bind_gang(requests)
+        except Exception:
+            # Whatever went wrong, every assumed member must be forgotten (or confirmed by the
+            # watch later): never leave an assumption no callback will ever settle.
+            log.exception("binding a gang of %d failed unexpectedly", len(requests))
+            outcome = GangOutcome(failed=[(r, "internal error") for r in requests])
+            self._report(outcome)
+            return outcome
+
+    async def _bind_gang(self, requests: Sequence[BindRequest]) -> GangOutcome:
         outcome = GangOutcome()
-        reasons = await asyncio.gather(*(self.bind_one(r) for r in requests))
-        for req, reason in zip(requests, reasons, strict=True):
-            if reason is None:
+        answers = await asyncio.gather(
+            *(self.bind_one(r) for r in requests), return_exceptions=True
+        )
+        for req, answer in zip(requests, answers, strict=True):
+            if isinstance(answer, BaseException):
+                if not isinstance(answer, Exception):
+                    raise answer  # cancellation and the like
+                outcome.failed.append((req, type(answer).__name__))
+            elif answer is None:
                 outcome.bound.append(req)
             else:
-                outcome.failed.append((req, reason))
+                outcome.failed.append((req, answer))
         if outcome.failed and outcome.bound:
             # Part of the gang is on nodes and the rest will not follow in this attempt: take the
             # bound part back off rather than leave it holding resources it cannot use.
@@ -112,13 +133,20 @@ class Binder:
             await self.evictor.evict_all([r.ref for r in outcome.bound], grace_seconds=0)
             outcome.rolled_back = outcome.bound
             outcome.bound = []
-        for req in outcome.bound:
-            if self.on_bound is not None:
-                self.on_bound(req)
-        for req, reason in outcome.failed:
-            if self.on_failed is not None:
-                self.on_failed(req, reason)
-        for req in outcome.rolled_back:
-            if self.on_failed is not None:
-                self.on_failed(req, "rolled back with its gang")
+        self._report(outcome)
         return outcome
+
+    def _report(self, outcome: GangOutcome) -> None:
+        """Settle every member's assumption once; a failing callback must not skip the others."""
+        calls: list[tuple[Callable[..., None] | None, tuple[object, ...]]] = [
+            *((self.on_bound, (req,)) for req in outcome.bound),
+            *((self.on_failed, (req, reason)) for req, reason in outcome.failed),
+            *((self.on_failed, (req, "rolled back with its gang")) for req in outcome.rolled_back),
+        ]
+        for callback, args in calls:
+            if callback is None:
+                continue
+            try:
+                callback(*args)
+            except Exception:
+                log.exception("binding callback failed")

@@ -39,6 +39,10 @@ class Assumption:
 
 
 class SchedulerCache:
+    unconfirmed_grace_seconds: float = 120.0
+    """How long a binding POST may stay unanswered (request timeout x retries) before its
+    assumption starts its TTL anyway."""
+
     def __init__(self, scheduler_name: str, on_change: Callable[[ChangeKind], None]) -> None:
         self.scheduler_name = scheduler_name
         self._notify = on_change
@@ -347,9 +351,22 @@ class SchedulerCache:
             self._rebuild_pod(rec)
         self._notify("schedule")
 
-    def expire_assumptions(self, now: float, ttl: float) -> list[str]:
-        """Forget assumptions the watch never confirmed (a lost event, a pod gone meanwhile)."""
-        stale = [uid for uid, a in self.assumed.items() if a.bound and now - a.since > ttl]
+    def expire_assumptions(
+        self, now: float, ttl: float, in_flight_grace: float | None = None
+    ) -> list[str]:
+        """Forget assumptions the watch never confirmed (a lost event, a pod gone meanwhile).
+
+        A bound assumption waits `ttl` after its POST succeeded. One whose POST never settled
+        (a lost callback, a timed-out request that may or may not have bound) waits
+        `in_flight_grace` (default: `unconfirmed_grace_seconds`, enough for a request's retries)
+        plus `ttl` from when it was assumed, so nothing stays "assumed bound" forever.
+        """
+        grace = self.unconfirmed_grace_seconds if in_flight_grace is None else in_flight_grace
+        stale = [
+            uid
+            for uid, a in self.assumed.items()
+            if now - a.since > (ttl if a.bound else ttl + grace)
+        ]
         for uid in stale:
             log.warning("assumed binding of pod %s never confirmed; forgetting it", uid)
             self.forget(uid)

@@ -8,6 +8,8 @@ import enum
 import logging
 from collections.abc import Sequence
 
+import aiohttp
+
 from operators.runtime.client import ApiError, KubeClient
 
 log = logging.getLogger(__name__)
@@ -58,6 +60,12 @@ class Evictor:
                 if err.status == 429:
                     return EvictOutcome.BLOCKED
                 log.warning("evicting %s/%s failed: %s", pod.namespace, pod.name, err)
+                return EvictOutcome.FAILED
+            except (TimeoutError, aiohttp.ClientError, OSError) as err:
+                # Disconnects and timeouts are not ApiErrors; the next cycle decides again.
+                log.warning(
+                    "evicting %s/%s failed: %s", pod.namespace, pod.name, type(err).__name__
+                )
                 return EvictOutcome.FAILED
         return EvictOutcome.EVICTED
 
