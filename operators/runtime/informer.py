@@ -69,6 +69,7 @@ class Informer(Generic[T]):
         self.synced = asyncio.Event()
         self.relists = 0
         self.events = 0
+        self.skipped = 0  # objects the transform could not read
         self._watch_timeout = watch_timeout_seconds
         self._page_size = page_size
 
@@ -85,7 +86,19 @@ class Informer(Generic[T]):
                 del self.store[key]
                 self._emit("DELETED", key, None, old)
             return
-        new = self.transform(obj)
+        try:
+            new = self.transform(obj)
+        except Exception:
+            # One malformed object must not stop this kind's updates: re-listing would fail on
+            # the same object forever. Skip it (and forget any earlier version of it).
+            self.skipped += 1
+            log.exception(
+                "%s: cannot read %s/%s; ignoring it until it changes", self.kind.name, *key
+            )
+            if key in self.store:
+                del self.store[key]
+                self._emit("DELETED", key, None, old)
+            return
         self.store[key] = new
         self._emit("MODIFIED" if old is not None else "ADDED", key, new, old)
 

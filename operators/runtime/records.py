@@ -37,7 +37,7 @@ def _quantity(name: str, raw: str) -> int:
     # The same few quantity strings repeat across thousands of pods: parse each once.
     try:
         return to_milli(raw) if name == S.CPU else to_int_ceil(raw)
-    except InvalidQuantityError:
+    except (InvalidQuantityError, ArithmeticError, ValueError):
         return 0
 
 
@@ -70,7 +70,7 @@ def timestamp(raw: object) -> float:
         return 0.0
     try:
         return datetime.datetime.fromisoformat(raw).timestamp()
-    except ValueError:
+    except (ValueError, OverflowError, OSError):
         return 0.0
 
 
@@ -189,8 +189,19 @@ def node(obj: JsonDict) -> S.Node:
         taints=taints,
         unschedulable=bool(spec.get("unschedulable", False)),
         ready=ready,
-        gpu_topology=S.parse_gpu_topology(annotations.get(S.GPU_TOPOLOGY_ANNOTATION)),
+        gpu_topology=_gpu_topology(annotations.get(S.GPU_TOPOLOGY_ANNOTATION)),
     )
+
+
+def _gpu_topology(raw: object) -> S.GpuTopology:
+    """The node's GPU layout annotation; anything unreadable (even JSON nested deep enough to
+    exhaust the parser's recursion) means "no layout", never an error."""
+    if not isinstance(raw, str):
+        return S.GpuTopology()
+    try:
+        return S.parse_gpu_topology(raw)
+    except (ValueError, RecursionError, TypeError):
+        return S.GpuTopology()
 
 
 # --------------------------------------------------------------------------------------------
@@ -260,7 +271,8 @@ def parse_gpu_ids(raw: str | None) -> tuple[int, ...]:
     out: list[int] = []
     for part in raw.split(","):
         part = part.strip()
-        if part.isdigit():
+        # isdigit() alone accepts "²" or "٣", which int() refuses (or reads as another number).
+        if part.isascii() and part.isdigit() and len(part) <= 6:
             out.append(int(part))
     return tuple(out)
 

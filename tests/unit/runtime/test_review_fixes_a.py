@@ -8,14 +8,17 @@ from typing import Any
 
 import aiohttp
 
+from operators.runtime import records as R
 from operators.runtime.binder import Binder, BindRequest
 from operators.runtime.cache import SchedulerCache
 from operators.runtime.client import ApiError
 from operators.runtime.evictor import Evictor, EvictOutcome, PodRef
+from operators.runtime.informer import Informer, WatchedKind
 from operators.scheduler import snapshot as S
 
-from .factories import pod, podgroup
+from .factories import node, pod, podgroup
 from .test_cache import Harness
+from .test_informer import ScriptedApi, obj
 
 
 class FlakyApi:
@@ -143,3 +146,53 @@ def test_assumption_whose_binding_never_answered_expires_too() -> None:
     assert h.cache.expire_assumptions(
         60.0 + SchedulerCache.unconfirmed_grace_seconds + 1, ttl=60.0
     ) == ["uid-p"]
+
+
+# ---- finding 2: one odd object must not stop the scheduler --------------------------------------
+
+
+def test_gpu_ids_that_are_digits_only_to_unicode_are_ignored() -> None:
+    assert "²".isdigit()  # the trap: int("²") raises
+    assert R.parse_gpu_ids("0,²,1,٣, 2 ,9" + "9" * 5000) == (0, 1, 2)
+    rec = R.pod(pod("p", annotations={"scheduling.sluice.dev/gpu-ids": "²"}))
+    assert rec.gpu_ids == ()
+
+
+def test_unreadable_annotations_and_quantities_degrade_to_defaults() -> None:
+    raw = node("n1")
+    raw["metadata"]["annotations"]["scheduling.sluice.dev/gpu-topology"] = "[" * 100_000
+    assert R.node(raw).gpu_topology == S.GpuTopology()  # RecursionError inside json, not raised
+    odd = pod("p", cpu="1e999999999", annotations={"scheduling.sluice.dev/gpu-milli": "²"})
+    rec = R.pod(odd)
+    assert rec.requests == {}
+    assert rec.gpu_milli == 0
+
+
+async def test_informer_skips_an_object_its_transform_cannot_read() -> None:
+    def transform(raw: dict[str, Any]) -> int:
+        return int(str(raw["v"]))  # "²" raises, like parse_gpu_ids did
+
+    api = ScriptedApi(
+        [[obj("a", "1", 1), {**obj("bad", "2"), "v": "²"}, obj("c", "3", 3)]],
+        [
+            [
+                {"type": "MODIFIED", "object": {**obj("a", "11"), "v": "²"}},
+                {"type": "ADDED", "object": obj("d", "12", 4)},
+            ]
+        ],
+    )
+    seen: list[tuple[str, str]] = []
+    fake_client: Any = api
+    informer: Informer[int] = Informer(
+        fake_client,
+        WatchedKind("things", "/x"),
+        transform,
+        lambda kind, key, new, old: seen.append((kind, key[1])),
+    )
+    task = asyncio.create_task(informer.run())
+    await asyncio.wait_for(api.done.wait(), 5)
+    task.cancel()
+    assert api.list_calls == 1  # no re-list loop
+    assert informer.store == {("ns", "c"): 3, ("ns", "d"): 4}
+    assert ("DELETED", "a") in seen  # its unreadable new version drops the old one
+    assert informer.skipped == 2
