@@ -167,6 +167,8 @@ class SessionState:
         self.dim_columns: dict[object, tuple[NDArray[np.int64], NDArray[np.float64]]] = {}
         # Card choices memoised by topology.pick_gpus_many (keyed by hardware kind and free cards).
         self.gpu_picks: dict[tuple[object, ...], tuple[tuple[int, ...], ...]] = {}
+        # (len(touched), groups with borrowed tasks) for victim searches (eviction.py).
+        self.borrowers_cache: tuple[int, list[GroupInfo]] | None = None
         # Victim units per group uid, keyed by the group's holdings version (eviction.py).
         self.victim_cache: dict[str, tuple[int, list[VictimUnit]]] = {}
 

@@ -85,12 +85,24 @@ def victim_units(state: SessionState, preemptor: GroupInfo, purpose: Purpose) ->
         groups = []
         for q in over:
             groups.extend(state.groups_by_queue.get(q, []))
-        groups.extend(g for g in state.groups if g.borrowed_count > 0 and g.queue not in over)
+        groups.extend(g for g in _borrowers(state) if g.queue not in over)
     for h in groups:
         if h is preemptor or h.held_count <= 0:
             continue
         out.extend(_cached_units(state, h))
     return out
+
+
+def _borrowers(state: SessionState) -> list[GroupInfo]:
+    """Groups with tasks outside their own pool. Holdings (and so ``borrowed_count``) change
+    only through ``SessionState.move``, which logs to ``touched``: cached on that log's length,
+    so a victim search does not scan every group of the session."""
+    version = len(state.touched)
+    cached = state.borrowers_cache
+    if cached is None or cached[0] != version:
+        cached = (version, [g for g in state.groups if g.borrowed_count > 0])
+        state.borrowers_cache = cached
+    return cached[1]
 
 
 def _cached_units(state: SessionState, h: GroupInfo) -> list[VictimUnit]:

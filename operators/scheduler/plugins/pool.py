@@ -39,6 +39,8 @@ class Pools:
             axis=1,
         )
         self._idle_cache: dict[tuple[int, ...], tuple[int, NDArray[np.float64]]] = {}
+        # Schedulable nodes per pool as a 0/1 matrix (pools x nodes), for _idle.
+        self.membership: NDArray[np.float64] = np.stack(self.masks).astype(np.float64)
         # Each pool's own node set, built once (asked for by every group of the session).
         self.own_sets = [
             NodeSet(f"pool {name!r}", mask, borrowed=False)
@@ -92,12 +94,27 @@ class Pools:
         found = self._idle_cache.get(dims)
         if found is not None and found[0] == version:
             return found[1]
-        nodes = self.state.nodes
-        count = len(nodes.pool_names)
+        count = len(self.state.nodes.pool_names)
         idle = np.zeros(count)
-        for d in dims:
-            weights = np.where(nodes.schedulable, np.maximum(self.state.free[:, d], 0.0), 0.0)
-            per_pool = np.bincount(nodes.node_pool, weights=weights, minlength=count)
+        # Free room per (pool, dim) for all dims at once: a (pools x nodes) 0/1 membership
+        # matrix times the clamped free columns. The figures are whole numbers far below
+        # 2**53, so the sums are exact in any order (the same as per-dim bincounts).
+        # (An unlimited resource, e.g. pods on a node without a figure, is infinite: the
+        # product would turn 0 x inf into NaN, so those columns are summed per pool instead.)
+        nodes = self.state.nodes
+        cols = list(dims)
+        block = np.maximum(self.state.free[:, cols], 0.0)
+        finite: NDArray[np.bool_] = np.asarray(np.isfinite(block).all(axis=0))
+        per_pool_all = self.membership @ np.where(finite, block, 0.0)
+        for i, d in enumerate(cols):
+            per_pool: NDArray[np.float64]
+            if bool(finite[i]):
+                per_pool = per_pool_all[:, i]
+            else:
+                weights = np.where(nodes.schedulable, block[:, i], 0.0)
+                per_pool = np.bincount(nodes.node_pool, weights=weights, minlength=count).astype(
+                    np.float64
+                )
             total = self.totals[:, d]
             with np.errstate(divide="ignore", invalid="ignore"):
                 idle += np.where(total > 0, per_pool / np.where(total > 0, total, 1.0), 0.0)
