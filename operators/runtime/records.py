@@ -11,6 +11,7 @@ import dataclasses
 import datetime
 import functools
 import json
+import math
 from collections.abc import Callable, Mapping
 from decimal import Decimal
 from types import MappingProxyType
@@ -74,7 +75,14 @@ def timestamp(raw: object) -> float:
         return 0.0
 
 
+_MAX_RFC3339 = 253402300799.0  # 9999-12-31T23:59:59Z, the last second RFC 3339 can write
+
+
 def rfc3339(seconds: float) -> str:
+    """UTC text of a Unix time; out-of-range (or non-finite) values are clamped, never raised."""
+    if not math.isfinite(seconds):
+        seconds = _MAX_RFC3339 if seconds > 0 else 0.0
+    seconds = min(max(seconds, 0.0), _MAX_RFC3339)
     return datetime.datetime.fromtimestamp(seconds, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
@@ -96,12 +104,28 @@ def _int(raw: object, default: int = 0) -> int:
 
 
 def _float(raw: object, default: float = 0.0) -> float:
+    """A finite float; "inf", "nan" and anything unreadable give `default`."""
     if isinstance(raw, bool) or raw is None:
         return default
     try:
-        return float(str(raw))
-    except ValueError:
+        value = float(str(raw))
+    except (ValueError, OverflowError):
         return default
+    return value if math.isfinite(value) else default
+
+
+MAX_PREEMPTION_DELAY = 30 * 24 * 3600.0
+"""Longest preemption delay honoured (30 days); longer values are clamped to it."""
+
+
+def _delay(raw: object) -> float | None:
+    """A preemption delay in seconds, clamped to 0..30 days; None when absent or unreadable."""
+    if raw is None:
+        return None
+    value = _float(raw, math.nan)
+    if math.isnan(value):
+        return None
+    return min(max(value, 0.0), MAX_PREEMPTION_DELAY)
 
 
 def _bool(raw: object) -> bool:
@@ -309,7 +333,7 @@ def pod(obj: JsonDict) -> PodRecord:
         affinity=required_affinity(spec),
         tolerations=tuple(toleration(t) for t in spec.get("tolerations") or ()),
         nominated_node=str(status.get("nominatedNodeName") or ""),
-        preemption_delay=_float(delay) if delay is not None else None,
+        preemption_delay=_delay(delay),
         labels=MappingProxyType(_str_map(labels)),
     )
 
@@ -479,7 +503,7 @@ def podgroup(obj: JsonDict) -> GroupRecord:
         network_topology=_network_topology(spec.get("networkTopology")),
         unit_tier=str((units_raw or {}).get("tier") or spec.get("unitTier") or ""),
         overcommit=_bool(annotations.get(L.OVERCOMMIT, spec.get("overcommit", False))),
-        preemption_grace=_float(grace) if grace is not None else None,
+        preemption_grace=_delay(grace),
         phase=phase,
         preemption=_preemption_mark(status),
         max_unavailable=_int(max_unavailable) if max_unavailable is not None else None,
@@ -548,7 +572,7 @@ def queue(obj: JsonDict) -> S.Queue:
         reclaimable=bool(spec.get("reclaimable", True)),
         state=state,
         tenants=_tenants(spec.get("tenants")),
-        preemption_delay=_float(delay, 0.0),
+        preemption_delay=_delay(delay) or 0.0,
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -196,3 +197,35 @@ async def test_informer_skips_an_object_its_transform_cannot_read() -> None:
     assert informer.store == {("ns", "c"): 3, ("ns", "d"): 4}
     assert ("DELETED", "a") in seen  # its unreadable new version drops the old one
     assert informer.skipped == 2
+
+
+# ---- finding 3: preemption delays must be finite and bounded ------------------------------------
+
+DELAY = "scheduling.sluice.dev/preemption-delay-seconds"
+
+
+def test_preemption_delays_are_finite_and_clamped_to_thirty_days() -> None:
+    month = R.MAX_PREEMPTION_DELAY
+    assert month == 30 * 24 * 3600
+    for raw, want in [("inf", None), ("nan", None), ("-inf", None), ("x", None), ("1e12", month)]:
+        assert R.pod(pod("p", annotations={DELAY: raw})).preemption_delay == want, raw
+    assert R.pod(pod("p", annotations={DELAY: "-5"})).preemption_delay == 0.0
+    assert R.pod(pod("p", annotations={DELAY: "90"})).preemption_delay == 90.0
+    group = podgroup("g")
+    group["spec"]["preemptionDelaySeconds"] = "Infinity"
+    assert R.podgroup(group).group.preemption_grace is None
+    group["spec"]["preemptionDelaySeconds"] = 1e300
+    assert R.podgroup(group).group.preemption_grace == month
+    queue = {"metadata": {"name": "q"}, "spec": {"preemptionDelaySeconds": "nan", "weight": "inf"}}
+    assert R.queue(queue).preemption_delay == 0.0
+    assert R.queue(queue).weight == 1.0
+    queue["spec"]["preemptionDelaySeconds"] = "1e12"
+    assert R.queue(queue).preemption_delay == month
+
+
+def test_rfc3339_clamps_instead_of_raising() -> None:
+    assert R.rfc3339(math.inf) == "9999-12-31T23:59:59Z"
+    assert R.rfc3339(1e20) == "9999-12-31T23:59:59Z"
+    assert R.rfc3339(-math.inf) == "1970-01-01T00:00:00Z"
+    assert R.rfc3339(math.nan) == "1970-01-01T00:00:00Z"
+    assert R.rfc3339(0.0) == "1970-01-01T00:00:00Z"
