@@ -4,6 +4,11 @@ Bindings are assumed in the cache before their POSTs are issued, so the next cyc
 the room as taken; the binder's answers confirm (on success) or forget (on failure) each pod.
 Nothing here waits for the API: writes run as tasks, bounded by the shared semaphore, so the
 next cycle can start while the previous cycle's bindings are still in flight.
+
+Every write is guarded by `may_write` (the leader elector's `valid()`): checked when a cycle's
+decisions are applied and again when each gang's Binding POSTs, each eviction batch and each
+nomination is about to be issued, so a leader whose lease renewal stalled stops writing before a
+standby can take over. `cancel()` drops every write not yet issued when leadership is lost.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ import asyncio
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from operators.api import labels as L
@@ -39,6 +44,9 @@ class DecisionApplier:
         evictor: Evictor,
         events: EventRecorder,
         metrics: SchedulerMetrics,
+        *,
+        write_semaphore: asyncio.Semaphore | None = None,
+        may_write: Callable[[], bool] | None = None,
     ) -> None:
         self.client = client
         self.cache = cache
@@ -49,6 +57,9 @@ class DecisionApplier:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._evicting: set[str] = set()  # pod uids with an eviction in flight
         self.binding_groups: set[str] = set()  # group uids with bindings in flight
+        # Nominations share the bind/evict bound (settings.bind_concurrency) on connections.
+        self._write_sem = write_semaphore or asyncio.Semaphore(64)
+        self.may_write: Callable[[], bool] = may_write or (lambda: True)
 
     def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
         task = asyncio.create_task(coro)
@@ -62,6 +73,13 @@ class DecisionApplier:
     async def drain(self) -> None:
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    def cancel(self) -> int:
+        """Cancel every write task (leadership lost: nothing more may reach the API)."""
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        return len(tasks)
 
     def involved(self, group_uid: str) -> dict[str, Any]:
         rec = self.cache.group_record(group_uid)
@@ -90,6 +108,9 @@ class DecisionApplier:
         """Apply in the core's order; returns counts for logging."""
         binds: defaultdict[str, list[D.Bind]] = defaultdict(list)
         counts = {"bind": 0, "evict": 0, "nominate": 0}
+        if not self.may_write():
+            log.warning("not the leader (lease not renewed in time); not applying decisions")
+            return counts
         for decision in result.decisions:
             if isinstance(decision, D.Evict):
                 counts["evict"] += self._evict(decision)
@@ -139,6 +160,11 @@ class DecisionApplier:
 
     async def _run_gang(self, group_uid: str, requests: list[BindRequest]) -> None:
         try:
+            if not self.may_write():
+                log.warning("not the leader any more; not binding gang %s", group_uid)
+                for req in requests:
+                    self.cache.forget(req.uid)
+                return
             outcome: GangOutcome = await self.binder.bind_gang(requests)
         finally:
             self.binding_groups.discard(group_uid)
@@ -197,6 +223,8 @@ class DecisionApplier:
             for r in self.cache.members(group_uid)
             if r.node_name and not r.deleting and r.uid not in self._evicting
         ]
+        if refs and not self.may_write():
+            return 0
         if refs:
             self._evicting.update(r.uid for r in refs)
             self.events.post(self.involved(group_uid), "Warning", reason, message)
@@ -205,6 +233,9 @@ class DecisionApplier:
 
     async def _run_evictions(self, refs: list[PodRef]) -> None:
         try:
+            if not self.may_write():
+                log.warning("not the leader any more; not evicting %d pods", len(refs))
+                return
             outcomes = await self.evictor.evict_all(refs)
         finally:
             self._evicting.difference_update(r.uid for r in refs)
@@ -225,6 +256,9 @@ class DecisionApplier:
 
     async def _patch_quietly(self, path: str, body: dict[str, Any]) -> None:
         try:
-            await self.client.merge_patch(path, body)
+            async with self._write_sem:
+                if not self.may_write():
+                    return
+                await self.client.merge_patch(path, body)
         except (ApiError, TimeoutError, OSError) as err:
             log.info("patch %s failed: %s", path, err)

@@ -125,11 +125,21 @@ class SchedulerOperator:
             await probes.start(s.metrics_host, s.metrics_port)
             log.info("serving /metrics /healthz /readyz on %s:%d", s.metrics_host, probes.port)
 
+        # Lease renewals get their own small connection pool, so that a pool saturated by
+        # watches, bindings and status writes cannot delay them past the renew deadline.
+        lease_client = KubeClient(conn, limit=2, request_timeout=s.renew_deadline_seconds)
         sem = asyncio.Semaphore(s.bind_concurrency)
         evictor = Evictor(client, sem)
         events = EventRecorder(client, "sluice-scheduler")
         applier = DecisionApplier(
-            client, self.cache, Binder(client, evictor, sem), evictor, events, self.metrics
+            client,
+            self.cache,
+            Binder(client, evictor, sem),
+            evictor,
+            events,
+            self.metrics,
+            write_semaphore=sem,
+            may_write=self.leading,
         )
         applier.binder.on_bound = applier.on_bound
         applier.binder.on_failed = applier.on_failed
@@ -157,7 +167,7 @@ class SchedulerOperator:
             hold: asyncio.Task[None] | None = None
             if s.leader_election:
                 self.elector = LeaderElector(
-                    client,
+                    lease_client,
                     LeaseConfig(
                         s.lease_name,
                         s.lease_namespace,
@@ -179,7 +189,13 @@ class SchedulerOperator:
                 waiting.add(hold)
             done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
             if hold is not None and hold in done:
-                log.error("lost the scheduler lease; exiting so a fresh process starts clean")
+                # Nothing more may reach the API: a standby may be placing pods by now.
+                dropped = applier.cancel()
+                log.error(
+                    "lost the scheduler lease; cancelled %d pending writes; exiting so a fresh "
+                    "process starts clean",
+                    dropped,
+                )
                 exit_code = 1
             for task in done:
                 if task is not stop and task.exception() is not None:
@@ -204,7 +220,13 @@ class SchedulerOperator:
                 await self.elector.release()
             await probes.stop()
             await client.close()
+            await lease_client.close()
         return exit_code
+
+    def leading(self) -> bool:
+        """Whether this process may write to the API now: always without leader election, else
+        only within the renew deadline of its last successful lease renewal."""
+        return self.elector is None or self.elector.valid()
 
     async def _until(self, awaitable: Awaitable[Any]) -> None:
         """Await something, unless a stop signal comes first."""
@@ -259,7 +281,7 @@ class SchedulerOperator:
                     self.metrics.attempts.labels(result="error").inc()
                     self._schedule_wanted = True
                     await asyncio.sleep(1.0)
-            elif woke:
+            elif woke and self.leading():
                 # Only pod phases moved (e.g. Running): refresh statuses, no session needed.
                 now = time.time()
                 result = self._last_result or SessionResult(decisions=(), explanations={})
@@ -284,6 +306,11 @@ class SchedulerOperator:
         result = await asyncio.to_thread(run_session, snap, config)
         t2 = time.perf_counter()
         self._last_result = result
+        if not self.leading():
+            # The lease renewal is overdue: a standby may take over at any moment, so this cycle
+            # writes nothing (the lease task ends the process once the deadline has passed).
+            log.warning("cycle %d: lease not renewed in time; not applying", self.cycles)
+            return
         counts = applier.apply(result, time.time())
         bound_now = {d.group for d in result.decisions if isinstance(d, D.Bind)}
         await self._repair_half_bound(applier, bound_now, now)

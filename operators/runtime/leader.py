@@ -4,6 +4,13 @@ The holder renews every `retry_period`; a candidate takes the lease once `renewT
 leaseDurationSeconds` has passed (judged by its own clock from when it last saw the record change,
 so clock skew between machines does not matter). Writes use the Lease's resourceVersion, so two
 candidates can never both win. A holder that cannot renew within `renew_deadline` loses.
+
+Each renewal runs under a timeout of the time left until the renew deadline, so a leader stalled
+on the API server notices at the deadline rather than after its request timeouts. `valid()` tells
+writers whether they may still act: only within `renew_deadline` of the *start* of the last
+successful renewal. A standby takes over `lease_duration` after it saw that renewal, which is
+later, so a leader that writes only while `valid()` never overlaps with its successor (as long as
+`renew_deadline < lease_duration`, with the difference as margin for writes already on the wire).
 """
 
 from __future__ import annotations
@@ -43,6 +50,19 @@ class LeaderElector:
         self._observed_record: tuple[Any, ...] | None = None
         self._observed_at = 0.0
         self._last_renew = 0.0
+
+    @property
+    def renewed_at(self) -> float:
+        """time.monotonic() at the start of the last successful acquire or renewal."""
+        return self._last_renew
+
+    def valid(self, now: float | None = None) -> bool:
+        """Whether this process may still act as the leader (issue Bindings, evictions, writes):
+        it holds the lease and its last successful renewal began less than renew_deadline ago."""
+        if not self.is_leader:
+            return False
+        t = time.monotonic() if now is None else now
+        return t - self._last_renew < self.cfg.renew_deadline
 
     @property
     def _path(self) -> str:
@@ -117,10 +137,11 @@ class LeaderElector:
         """Return once this process holds the lease."""
         announced = False
         while True:
+            started = time.monotonic()
             try:
                 if await self.try_acquire_or_renew():
                     self.is_leader = True
-                    self._last_renew = time.monotonic()
+                    self._last_renew = started
                     self.transitions += 1
                     log.info(
                         "acquired lease %s/%s as %s",
@@ -137,24 +158,35 @@ class LeaderElector:
             await asyncio.sleep(self.cfg.retry_period)
 
     async def hold(self) -> None:
-        """Renew until renewal fails for longer than renew_deadline; then return (leadership lost)."""
+        """Renew until renewal fails for longer than renew_deadline; then return (leadership lost).
+
+        Every attempt (a GET and a PUT) is cut off at the renew deadline, so a stalled API server
+        cannot keep this process believing it leads after a standby may have taken over."""
         while True:
-            await asyncio.sleep(self.cfg.retry_period)
-            try:
-                if await self.try_acquire_or_renew():
-                    self._last_renew = time.monotonic()
-                    continue
-                log.error("lease %s taken by another holder", self.cfg.name)
-                self.is_leader = False
-                return
-            except Exception as err:  # noqa: BLE001 - a failed renewal is retried until the deadline
-                log.warning("lease renewal failed: %s", err)
-            if time.monotonic() - self._last_renew > self.cfg.renew_deadline:
+            deadline = self._last_renew + self.cfg.renew_deadline
+            await asyncio.sleep(max(0.0, min(self.cfg.retry_period, deadline - time.monotonic())))
+            started = time.monotonic()
+            left = deadline - started
+            if left <= 0:
                 log.error(
-                    "could not renew lease %s within %.0fs", self.cfg.name, self.cfg.renew_deadline
+                    "could not renew lease %s within %.1fs", self.cfg.name, self.cfg.renew_deadline
                 )
                 self.is_leader = False
                 return
+            try:
+                renewed = await asyncio.wait_for(self.try_acquire_or_renew(), timeout=left)
+            except TimeoutError:
+                log.warning("lease renewal got no answer within %.1fs", left)
+                continue
+            except Exception as err:  # noqa: BLE001 - a failed renewal is retried until the deadline
+                log.warning("lease renewal failed: %s", err)
+                continue
+            if renewed:
+                self._last_renew = started
+                continue
+            log.error("lease %s taken by another holder", self.cfg.name)
+            self.is_leader = False
+            return
 
     async def release(self) -> None:
         """On a clean shutdown, hand the lease over at once instead of making a standby wait."""
