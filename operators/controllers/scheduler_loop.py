@@ -22,7 +22,7 @@ from operators.controllers.scheduler_status import StatusWriter, count_members
 from operators.runtime import kubeconfig
 from operators.runtime import records as R
 from operators.runtime.binder import Binder
-from operators.runtime.cache import FINISHED_PHASES, ChangeKind, SchedulerCache
+from operators.runtime.cache import ChangeKind, SchedulerCache
 from operators.runtime.client import KubeClient
 from operators.runtime.events import EventRecorder
 from operators.runtime.evictor import Evictor
@@ -41,6 +41,8 @@ SCHED = "/apis/scheduling.sluice.dev/v1alpha1"
 # Terminal pods hold no resources; the API server filters them out (and sends DELETED when a pod
 # finishes), which keeps the cache small on clusters with many completed jobs.
 LIVE_PODS = {"fieldSelector": "status.phase!=Succeeded,status.phase!=Failed"}
+# Phases of a gang that has not reached minMember yet: the only ones a half-bound repair touches.
+NEVER_RAN = frozenset({S.GroupPhase.PENDING, S.GroupPhase.INQUEUE})
 
 
 class SchedulerOperator:
@@ -365,13 +367,17 @@ class SchedulerOperator:
     ) -> None:
         """A gang some of whose pods are bound but not minMember (a crash between Binding POSTs)
         is given `half_bound_grace_seconds` to complete; after that its bound pods are evicted so
-        it can start over whole, rather than hold nodes it cannot use."""
+        it can start over whole, rather than hold nodes it cannot use.
+
+        Only gangs that never ran are repaired (phase Pending or Inqueue): a gang that was Running
+        and lost a pod (now Running or Unknown) keeps its healthy pods; its job controller decides
+        what a lost member means, not the scheduler."""
         seen: set[str] = set()
         for rec in list(self.cache.groups.values()):
             grp = rec.group
-            if grp.min_member <= 1 or grp.phase in FINISHED_PHASES:
+            if grp.min_member <= 1 or grp.phase not in NEVER_RAN:
                 continue
-            if grp.phase is S.GroupPhase.RUNNING or rec.uid in applier.binding_groups:
+            if rec.uid in applier.binding_groups:
                 continue
             counts = count_members(self.cache, rec.uid)
             if not (0 < counts.bound < grp.min_member and counts.pending > 0):

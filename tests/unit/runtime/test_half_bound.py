@@ -61,3 +61,35 @@ async def test_gang_being_completed_is_left_alone() -> None:
     await op._repair_half_bound(fake, set(), now=300.0)
     assert applier.evicted == []
     assert op._half_bound_since == {}
+
+
+def running_gang_that_lost_a_pod(h: Harness, phase: str) -> None:
+    """64 pods ran; one was lost and its replacement waits for a node (bound 63 < minMember)."""
+    h.group(podgroup("big", min_member=64, status={"phase": phase}))
+    for i in range(63):
+        h.pod(pod(f"big-{i}", group="big", node=f"n{i % 8}", phase="Running"))
+    h.pod(pod("big-63", group="big"))
+
+
+async def test_running_gang_that_lost_a_pod_keeps_its_healthy_pods() -> None:
+    for phase in ("Unknown", "Running"):
+        h = Harness()
+        running_gang_that_lost_a_pod(h, phase)
+        op, applier = operator_with(h), RecordingApplier()
+        fake: Any = applier
+        for now in (100.0, 116.0, 200.0, 1000.0):
+            await op._repair_half_bound(fake, set(), now=now)
+        assert applier.evicted == [], phase
+        assert op._half_bound_since == {}
+
+
+async def test_pending_gang_left_half_bound_by_a_crash_is_still_repaired() -> None:
+    h = Harness()
+    h.group(podgroup("g", min_member=4, status={"phase": "Pending"}))
+    h.pod(pod("g-0", group="g", node="n1", phase="Running"))
+    h.pod(pod("g-1", group="g"))
+    op, applier = operator_with(h), RecordingApplier()
+    fake: Any = applier
+    await op._repair_half_bound(fake, set(), now=100.0)
+    await op._repair_half_bound(fake, set(), now=116.0)
+    assert applier.evicted == ["pg-g"]
