@@ -6,6 +6,13 @@ bound without its gpu-ids, nor annotated for a node it never got (one request, n
 
 A gang is bound as a whole: all of its Binding POSTs are issued together; if any of them fails,
 the members that did bind are evicted again, so no group is left half-running.
+
+Transient answers are not failures: 429 (API priority and fairness), 5xx and transport errors are
+retried a few times with a short backoff before the gang is given up. A request that timed out or
+lost its connection may have bound the pod all the same, so a later 409 for a pod that already sits
+on the chosen node counts as success; if no attempt ever gets a definite answer the member is
+*uncertain*: its assumption is kept (no callback) until the watch confirms it or the cache's TTL
+forgets it, rather than forgetting a pod that may well be running.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import random
 from collections.abc import Callable, Mapping, Sequence
 
 import aiohttp
@@ -36,11 +44,21 @@ class BindRequest:
         return PodRef(self.namespace, self.name, self.uid)
 
 
+@dataclasses.dataclass(frozen=True)
+class BindAnswer:
+    reason: str | None = None
+    """None: bound. Else why not (or why we do not know)."""
+    uncertain: bool = False
+    """No definite answer (timeouts, lost connections): the pod may be bound."""
+
+
 @dataclasses.dataclass
 class GangOutcome:
     bound: list[BindRequest] = dataclasses.field(default_factory=list)
     failed: list[tuple[BindRequest, str]] = dataclasses.field(default_factory=list)
     rolled_back: list[BindRequest] = dataclasses.field(default_factory=list)
+    uncertain: list[tuple[BindRequest, str]] = dataclasses.field(default_factory=list)
+    """Left assumed: the watch (bound) or the assume TTL (not bound) settles them."""
 
     @property
     def ok(self) -> bool:
@@ -72,26 +90,63 @@ class Binder:
         *,
         on_bound: Callable[[BindRequest], None] | None = None,
         on_failed: Callable[[BindRequest, str], None] | None = None,
+        attempts: int = 4,
+        retry_backoff: float = 0.1,
     ) -> None:
         self.client = client
+        self.attempts = attempts
+        self.retry_backoff = retry_backoff
         self.evictor = evictor
         self._sem = semaphore
         self.on_bound = on_bound
         self.on_failed = on_failed
 
-    async def bind_one(self, req: BindRequest) -> str | None:
-        """None on success, else the reason it failed."""
+    async def bind_one(self, req: BindRequest) -> BindAnswer:
         path = f"/api/v1/namespaces/{req.namespace}/pods/{req.name}/binding"
-        async with self._sem:
-            try:
-                await self.client.post(path, binding_body(req))
-            except ApiError as err:
-                return f"{err.status} {err.reason}".strip()
-            except (TimeoutError, aiohttp.ClientError, OSError) as err:
-                # aiohttp's disconnect/payload/response errors are not OSError: catch them all, or
-                # one dropped connection would escape bind_gang and skip rollback and callbacks.
-                return type(err).__name__
-        return None
+        maybe_bound = False
+        reason = ""
+        for attempt in range(max(1, self.attempts)):
+            if attempt:
+                await asyncio.sleep(
+                    self.retry_backoff * 2 ** (attempt - 1) * (0.5 + random.random())
+                )
+            async with self._sem:
+                try:
+                    await self.client.post(path, binding_body(req))
+                    return BindAnswer()
+                except ApiError as err:
+                    reason = f"{err.status} {err.reason}".strip()
+                    if err.conflict:
+                        on_target = await self._already_on_target(req)
+                        if on_target:
+                            return BindAnswer()
+                        return BindAnswer(reason, uncertain=on_target is None and maybe_bound)
+                    if err.status != 429 and err.status < 500:
+                        return BindAnswer(reason)
+                    # 5xx (a 504 may still be processed) and 429 (throttled): try again.
+                    maybe_bound = maybe_bound or err.status in (500, 504)
+                except aiohttp.ClientConnectorError as err:
+                    reason = type(err).__name__  # never reached the server
+                except (TimeoutError, aiohttp.ClientError, OSError) as err:
+                    # aiohttp's disconnect/payload/response errors are not OSError: catch them
+                    # all. The request may have been carried out before the answer was lost.
+                    reason = type(err).__name__
+                    maybe_bound = True
+        return BindAnswer(reason, uncertain=maybe_bound)
+
+    async def _already_on_target(self, req: BindRequest) -> bool | None:
+        """After a 409: is the pod (this very pod) already bound to the node we chose?
+        None when that cannot be told."""
+        try:
+            obj = await self.client.get(f"/api/v1/namespaces/{req.namespace}/pods/{req.name}")
+        except ApiError as err:
+            return False if err.not_found else None
+        except (TimeoutError, aiohttp.ClientError, OSError):
+            return None
+        meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
+        if req.uid and meta.get("uid") != req.uid:
+            return False
+        return spec.get("nodeName") == req.node
 
     async def bind_gang(self, requests: Sequence[BindRequest]) -> GangOutcome:
         try:
@@ -114,10 +169,21 @@ class Binder:
                 if not isinstance(answer, Exception):
                     raise answer  # cancellation and the like
                 outcome.failed.append((req, type(answer).__name__))
-            elif answer is None:
+            elif answer.reason is None:
                 outcome.bound.append(req)
+            elif answer.uncertain:
+                outcome.uncertain.append((req, answer.reason))
             else:
-                outcome.failed.append((req, answer))
+                outcome.failed.append((req, answer.reason))
+        for req, reason in outcome.uncertain:
+            log.warning(
+                "binding %s/%s to %s: no definite answer (%s); keeping it assumed until the "
+                "watch or the TTL decides",
+                req.namespace,
+                req.name,
+                req.node,
+                reason,
+            )
         if outcome.failed and outcome.bound:
             # Part of the gang is on nodes and the rest will not follow in this attempt: take the
             # bound part back off rather than leave it holding resources it cannot use.

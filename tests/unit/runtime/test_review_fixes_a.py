@@ -84,6 +84,7 @@ def wired_binder(h: Harness, api: FlakyApi) -> Binder:
         sem,
         on_bound=lambda r: h.cache.finish_binding(r.uid, 1.0),
         on_failed=lambda r, why: h.cache.forget(r.uid),
+        retry_backoff=0.0,
     )
 
 
@@ -97,8 +98,8 @@ def statuses(h: Harness) -> Sequence[S.TaskStatus]:
 async def test_disconnect_during_gang_binding_rolls_back_and_forgets_every_member() -> None:
     h = Harness()
     requests = gang_in_cache(h, 3)
-    api = FlakyApi({"g-1": [aiohttp.ServerDisconnectedError()] * 5})
-    api.answers["g-1"].append(aiohttp.ClientPayloadError("truncated"))
+    gone = ApiError(404, {"reason": "NotFound"})
+    api = FlakyApi({"g-1": [aiohttp.ServerDisconnectedError(), aiohttp.ClientPayloadError(), gone]})
     outcome = await wired_binder(h, api).bind_gang(requests)
     assert not outcome.ok
     assert api.evicted() == ["g-0", "g-2"]  # the bound part is taken back off
@@ -229,3 +230,74 @@ def test_rfc3339_clamps_instead_of_raising() -> None:
     assert R.rfc3339(-math.inf) == "1970-01-01T00:00:00Z"
     assert R.rfc3339(math.nan) == "1970-01-01T00:00:00Z"
     assert R.rfc3339(0.0) == "1970-01-01T00:00:00Z"
+
+
+# ---- finding 4: transient answers are retried; a timed-out binding may have succeeded ----------
+
+ON_N1 = {"metadata": {"uid": "uid-g-1"}, "spec": {"nodeName": "n1"}}
+
+
+async def test_throttled_and_unavailable_bindings_are_retried_not_rolled_back() -> None:
+    h = Harness()
+    requests = gang_in_cache(h, 3)
+    api = FlakyApi(
+        {
+            "g-0": [ApiError(429, {"reason": "TooManyRequests"})] * 2,
+            "g-2": [ApiError(503, {"reason": "ServiceUnavailable"}), TimeoutError()],
+        }
+    )
+    outcome = await wired_binder(h, api).bind_gang(requests)
+    assert outcome.ok
+    assert sorted(r.name for r in outcome.bound) == ["g-0", "g-1", "g-2"]
+    assert api.evicted() == []
+    assert (api.bindings("g-0"), api.bindings("g-2")) == (3, 3)
+    assert all(a.bound for a in h.cache.assumed.values())
+
+
+async def test_persistent_server_errors_give_up_after_a_few_attempts() -> None:
+    h = Harness()
+    requests = gang_in_cache(h, 2)
+    api = FlakyApi({"g-1": [ApiError(503, {"reason": "ServiceUnavailable"})] * 10})
+    binder = wired_binder(h, api)
+    outcome = await binder.bind_gang(requests)
+    assert [r.name for r, _ in outcome.failed] == ["g-1"]
+    assert api.bindings("g-1") == binder.attempts
+    assert api.evicted() == ["g-0"]
+    assert h.cache.assumed == {}
+
+
+async def test_conflict_after_a_timeout_for_a_pod_already_on_the_target_node_is_success() -> None:
+    h = Harness()
+    requests = gang_in_cache(h, 2)
+    conflict = ApiError(409, {"reason": "Conflict"})
+    api = FlakyApi({"g-1": [TimeoutError(), conflict]}, pods={"g-1": ON_N1})
+    outcome = await wired_binder(h, api).bind_gang(requests)
+    assert outcome.ok
+    assert sorted(r.name for r in outcome.bound) == ["g-0", "g-1"]
+    assert api.evicted() == []
+
+
+async def test_conflict_for_a_pod_bound_elsewhere_fails_the_gang() -> None:
+    h = Harness()
+    requests = gang_in_cache(h, 2)
+    elsewhere = {"metadata": {"uid": "uid-g-1"}, "spec": {"nodeName": "n9"}}
+    api = FlakyApi({"g-1": [ApiError(409, {"reason": "Conflict"})]}, pods={"g-1": elsewhere})
+    outcome = await wired_binder(h, api).bind_gang(requests)
+    assert [r.name for r, _ in outcome.failed] == ["g-1"]
+    assert api.evicted() == ["g-0"]
+
+
+async def test_binding_that_never_gets_an_answer_stays_assumed_until_watch_or_ttl() -> None:
+    h = Harness()
+    requests = gang_in_cache(h, 2)
+    api = FlakyApi({"g-1": [TimeoutError()] * 10})
+    outcome = await wired_binder(h, api).bind_gang(requests)
+    assert [r.name for r, _ in outcome.uncertain] == ["g-1"]
+    assert not outcome.failed
+    assert api.evicted() == []  # the gang may well be whole: nothing rolled back
+    assert set(h.cache.assumed) == {"uid-g-0", "uid-g-1"}
+    assert statuses(h) == [S.TaskStatus.BOUND] * 2
+    # The watch shows it bound: confirmed.
+    h.pod(pod("g-1", group="g", node="n1"))
+    assert "uid-g-1" not in h.cache.assumed
+    assert statuses(h) == [S.TaskStatus.BOUND] * 2
