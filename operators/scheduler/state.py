@@ -411,11 +411,18 @@ class SessionState:
             # A few writes to a Python list, stored back in one go, beat scalar numpy writes.
             free = self.gpu_free[node].tolist()
             width = self.nodes.gpu_width
-            for t, ids in zip(tasks, gpu_ids, strict=True):
-                share = sign * self._per_card(t, ids)
-                for card in ids:
-                    if 0 <= card < width:
-                        free[card] -= share
+            if uniform:  # one share per card for the whole batch
+                share = sign * float(t0.gpu_milli or GPU_MILLI_PER_CARD)
+                for ids in gpu_ids:
+                    for card in ids:
+                        if 0 <= card < width:
+                            free[card] -= share
+            else:
+                for t, ids in zip(tasks, gpu_ids, strict=True):
+                    share = sign * self._per_card(t, ids)
+                    for card in ids:
+                        if 0 <= card < width:
+                            free[card] -= share
             self.gpu_free[node] = free
             self._refresh_cards(node, free)
         node_pool = self.nodes.pool_of[node]
