@@ -11,6 +11,7 @@ import os
 import pathlib
 import ssl
 import tempfile
+import time
 from typing import Any
 
 import yaml
@@ -44,11 +45,47 @@ class Connection:
             ctx.load_cert_chain(self.cert_file, self.key_file)
         return ctx
 
+    _token_cache: _TokenFile = dataclasses.field(
+        default_factory=lambda: _TokenFile(), init=False, compare=False, repr=False
+    )
+
     def bearer_token(self) -> str | None:
-        # A projected service-account token rotates; read the file on every (re)connect.
+        # A projected service-account token rotates: re-read the file when it changes.
         if self.token_file:
-            return pathlib.Path(self.token_file).read_text().strip()
+            return self._token_cache.read(self.token_file)
         return self.token
+
+
+class _TokenFile:
+    """A token file's content, re-read only when its mtime (or size) changes or after `max_age`
+    seconds, instead of a synchronous file read on every request."""
+
+    max_age = 60.0
+
+    def __init__(self) -> None:
+        self._path = ""
+        self._stamp: tuple[int, int] | None = None
+        self._read_at = 0.0
+        self._token: str | None = None
+
+    def read(self, path: str) -> str:
+        now = time.monotonic()
+        try:
+            st = os.stat(path)
+        except OSError:
+            if self._token is not None and path == self._path:
+                return self._token  # briefly missing while the kubelet swaps it: keep the last
+            raise
+        stamp = (st.st_mtime_ns, st.st_size)
+        if (
+            self._token is None
+            or path != self._path
+            or stamp != self._stamp
+            or now - self._read_at >= self.max_age
+        ):
+            self._token = pathlib.Path(path).read_text().strip()
+            self._path, self._stamp, self._read_at = path, stamp, now
+        return self._token
 
 
 def _materialise(data_b64: str, suffix: str) -> str:

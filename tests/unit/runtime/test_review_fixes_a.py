@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import math
+import os
+import pathlib
 from collections.abc import Sequence
 from typing import Any
 
 import aiohttp
 
+from operators.runtime import kubeconfig
 from operators.runtime import records as R
 from operators.runtime.binder import Binder, BindRequest
 from operators.runtime.cache import SchedulerCache
@@ -301,3 +304,23 @@ async def test_binding_that_never_gets_an_answer_stays_assumed_until_watch_or_tt
     h.pod(pod("g-1", group="g", node="n1"))
     assert "uid-g-1" not in h.cache.assumed
     assert statuses(h) == [S.TaskStatus.BOUND] * 2
+
+
+# ---- finding 5: the service-account token file is not read on every request --------------------
+
+
+def test_token_file_is_cached_until_it_changes(tmp_path: pathlib.Path) -> None:
+    token = tmp_path / "token"
+    token.write_text("one\n")
+    stamp = token.stat().st_mtime_ns
+    conn = kubeconfig.Connection(server="https://x", token_file=str(token))
+    assert conn.bearer_token() == "one"
+    token.write_text("owt\n")  # same size, mtime put back: not re-read
+    os.utime(token, ns=(stamp, stamp))
+    assert conn.bearer_token() == "one"
+    os.utime(token, ns=(stamp + 10**9, stamp + 10**9))  # rotated
+    assert conn.bearer_token() == "owt"
+    token.write_text("new\n")
+    os.utime(token, ns=(stamp + 10**9, stamp + 10**9))
+    conn._token_cache.max_age = 0.0  # the periodic re-read catches an unchanged stamp too
+    assert conn.bearer_token() == "new"
