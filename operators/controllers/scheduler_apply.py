@@ -35,6 +35,19 @@ log = logging.getLogger(__name__)
 PODGROUP_API_VERSION = "scheduling.sluice.dev/v1alpha1"
 
 
+def _kind(decision: object) -> str:
+    """Metric label of a decision: its class name in lower case (bind, evict, nominate, ...)."""
+    return type(decision).__name__.lower()
+
+
+def _group_of(decision: object) -> str:
+    for attr in ("group", "victim", "preemptor"):
+        value = getattr(decision, attr, None)
+        if isinstance(value, str) and value:
+            return value
+    return "?"
+
+
 class DecisionApplier:
     def __init__(
         self,
@@ -105,38 +118,69 @@ class DecisionApplier:
     # ----------------------------------------------------------------------------------------
 
     def apply(self, result: Any, now: float) -> dict[str, int]:
-        """Apply in the core's order; returns counts for logging."""
+        """Apply in the core's order; returns counts for logging.
+
+        Each decision (each gang, for bindings) is applied on its own: one that raises is logged
+        with its group, counted in `sluice_apply_failures_total`, and skipped, so the rest of the
+        cycle still takes effect instead of the same cycle failing over and over."""
         binds: defaultdict[str, list[D.Bind]] = defaultdict(list)
         counts = {"bind": 0, "evict": 0, "nominate": 0}
         if not self.may_write():
             log.warning("not the leader (lease not renewed in time); not applying decisions")
             return counts
         for decision in result.decisions:
-            if isinstance(decision, D.Evict):
-                counts["evict"] += self._evict(decision)
-            elif isinstance(decision, D.Bind):
+            if isinstance(decision, D.Bind):
                 binds[decision.group].append(decision)
-            elif isinstance(decision, D.Nominate):
-                counts["nominate"] += self._nominate(decision)
-            elif isinstance(decision, D.MarkWillEvict):
-                self.metrics.preemptions.labels(kind="delayed").inc()
-                self.events.post(
-                    self.involved(decision.victim),
-                    "Warning",
-                    "WillEvict",
-                    f"will be preempted by {self.cache.peer_ref(decision.preemptor)} at "
-                    f"{R.rfc3339(decision.deadline)}",
-                )
-            elif isinstance(decision, D.MarkPrivileged):
-                self.events.post(
-                    self.involved(decision.preemptor),
-                    "Normal",
-                    "Privileged",
-                    f"preempting {len(decision.victims)} job(s) at {R.rfc3339(decision.deadline)}",
-                )
+                continue
+            try:
+                self._apply_one(decision, counts)
+            except Exception:  # noqa: BLE001 - isolate one bad decision from the rest
+                self._failed(_kind(decision), _group_of(decision))
         for group_uid, members in binds.items():
-            counts["bind"] += self._bind_gang(group_uid, members, now)
+            try:
+                counts["bind"] += self._bind_gang(group_uid, members, now)
+            except Exception:  # noqa: BLE001 - isolate one bad gang from the rest
+                self._failed("bind", group_uid)
         return counts
+
+    def _apply_one(self, decision: Any, counts: dict[str, int]) -> None:
+        if isinstance(decision, D.Evict):
+            counts["evict"] += self._evict(decision)
+        elif isinstance(decision, D.Nominate):
+            counts["nominate"] += self._nominate(decision)
+        elif isinstance(decision, D.MarkWillEvict):
+            self.metrics.preemptions.labels(kind="delayed").inc()
+            self.events.post(
+                self.involved(decision.victim),
+                "Warning",
+                "WillEvict",
+                f"will be preempted by {self.cache.peer_ref(decision.preemptor)} at "
+                f"{R.rfc3339(decision.deadline)}",
+            )
+        elif isinstance(decision, D.MarkPrivileged):
+            self.events.post(
+                self.involved(decision.preemptor),
+                "Normal",
+                "Privileged",
+                f"preempting {len(decision.victims)} job(s) at {R.rfc3339(decision.deadline)}",
+            )
+
+    def _failed(self, kind: str, group_uid: str) -> None:
+        """Log (with the traceback of the exception being handled) and count a failed decision."""
+        log.exception(
+            "applying %s for %s failed; skipped this cycle", kind, self.describe(group_uid)
+        )
+        self.metrics.apply_failures.labels(decision=kind).inc()
+
+    def describe(self, group_uid: str) -> str:
+        """namespace/name (and uid) of a group or an implicit group's pod, for logs."""
+        try:
+            ref = self.involved(group_uid)
+        except Exception:  # noqa: BLE001 - a log line must not fail
+            return group_uid
+        if "namespace" in ref:
+            return f"{ref.get('kind')} {ref['namespace']}/{ref.get('name')} ({group_uid})"
+        return group_uid
 
     # ----------------------------------------------------------------------------------------
 
@@ -152,10 +196,17 @@ class DecisionApplier:
             # The cache moved on since the snapshot (a member vanished or got bound); the gang is
             # released as a whole or not at all, so wait for the next cycle.
             return 0
-        for req, bind in zip(requests, members, strict=True):
-            self.cache.assume(req.uid, bind.node, bind.gpu_ids, now)
-        self.binding_groups.add(group_uid)
-        self._spawn(self._run_gang(group_uid, requests))
+        try:
+            for req, bind in zip(requests, members, strict=True):
+                self.cache.assume(req.uid, bind.node, bind.gpu_ids, now)
+            self.binding_groups.add(group_uid)
+            self._spawn(self._run_gang(group_uid, requests))
+        except BaseException:
+            # Nothing was issued: undo the gang's assumptions so the next cycle sees it pending.
+            self.binding_groups.discard(group_uid)
+            for req in requests:
+                self.cache.forget(req.uid)
+            raise
         return len(requests)
 
     async def _run_gang(self, group_uid: str, requests: list[BindRequest]) -> None:
@@ -166,6 +217,9 @@ class DecisionApplier:
                     self.cache.forget(req.uid)
                 return
             outcome: GangOutcome = await self.binder.bind_gang(requests)
+        except Exception:  # noqa: BLE001 - log and count; the binder settles assumptions
+            self._failed("bind", group_uid)
+            return
         finally:
             self.binding_groups.discard(group_uid)
         if outcome.failed:
@@ -237,6 +291,12 @@ class DecisionApplier:
                 log.warning("not the leader any more; not evicting %d pods", len(refs))
                 return
             outcomes = await self.evictor.evict_all(refs)
+        except Exception:  # log and count; the next cycle decides again
+            log.exception(
+                "evicting %d pods (%s/%s, ...) failed", len(refs), refs[0].namespace, refs[0].name
+            )
+            self.metrics.apply_failures.labels(decision="evict").inc()
+            return
         finally:
             self._evicting.difference_update(r.uid for r in refs)
         for outcome in outcomes:

@@ -65,6 +65,13 @@ class SchedulerMetrics:
             ["kind"],
             registry=r,
         )
+        self.apply_failures = Counter(
+            "sluice_apply_failures_total",
+            "Decisions that raised while being applied and were skipped (the rest of the cycle "
+            "still applies), by decision kind (bind, evict, nominate, markwillevict, ...).",
+            ["decision"],
+            registry=r,
+        )
         self.evictions = Counter(
             "sluice_evictions_total",
             "Eviction API calls, by outcome (evicted, gone, blocked, failed).",
