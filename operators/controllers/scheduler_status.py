@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from decimal import Decimal
 from typing import Any
+
+import aiohttp
 
 from operators.api.quantity import format_quantity
 from operators.runtime import records as R
@@ -188,21 +191,35 @@ class StatusWriter:
         # Delayed-preemption marks of implicit groups have no object to live in: memory only.
         self.implicit_marks: dict[str, S.PreemptionMark] = {}
 
-    def _spawn(self, key: str, path: str, body: dict[str, Any]) -> None:
+    def _spawn(
+        self,
+        key: str,
+        path: str,
+        body: dict[str, Any],
+        on_success: Callable[[], None] | None = None,
+    ) -> None:
         self._in_flight.add(key)
-        task = asyncio.create_task(self._write(key, path, body))
+        task = asyncio.create_task(self._write(key, path, body, on_success))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _write(self, key: str, path: str, body: dict[str, Any]) -> None:
+    async def _write(
+        self,
+        key: str,
+        path: str,
+        body: dict[str, Any],
+        on_success: Callable[[], None] | None = None,
+    ) -> None:
         try:
             async with self._sem:
                 await self.client.merge_patch(path, body)
             self.metrics.status_writes.inc()
+            if on_success is not None:
+                on_success()
         except ApiError as err:
             if not err.not_found:
                 log.warning("status write %s failed: %s", path, err)
-        except (TimeoutError, OSError) as err:
+        except (TimeoutError, aiohttp.ClientError, OSError) as err:
             log.warning("status write %s failed: %s", path, type(err).__name__)
         finally:
             self._in_flight.discard(key)
@@ -237,9 +254,10 @@ class StatusWriter:
                 for uid in d.groups:
                     out[uid] = None
                     self.implicit_marks.pop(uid, None)
-        # Only implicit groups keep their marks in memory; explicit ones live in the API.
+        # Only implicit groups keep their marks in memory; explicit ones live in the API. Marks
+        # of pods that are gone go too.
         for uid in list(self.implicit_marks):
-            if not uid.startswith("pod:"):
+            if not uid.startswith("pod:") or uid[4:] not in self.cache.pods:
                 del self.implicit_marks[uid]
         return out
 
@@ -259,6 +277,10 @@ class StatusWriter:
         written = 0
         if only is None:
             items = list(self.cache.groups.items())
+            # A full pass: forget message-throttle times of groups that no longer exist.
+            live = {rec.uid for _, rec in items}
+            for uid in [u for u in self._last_message_write if u not in live]:
+                del self._last_message_write[uid]
         else:
             items = [(k, self.cache.groups[k]) for k in only if k in self.cache.groups]
         for key, rec in items:
@@ -316,8 +338,15 @@ class StatusWriter:
             }
             if self._last_queue.get(name) == body or f"queue/{name}" in self._in_flight:
                 continue
-            self._last_queue[name] = body
-            self._spawn(f"queue/{name}", f"{API}/queues/{name}/status", {"status": body})
+            # Remembered only once written: a failed write is retried on the next cycle.
+            self._spawn(
+                f"queue/{name}",
+                f"{API}/queues/{name}/status",
+                {"status": body},
+                functools.partial(self._last_queue.__setitem__, name, body),
+            )
+        for name in [n for n in self._last_queue if n not in self.cache.queues]:
+            del self._last_queue[name]
 
     def write_pools(self, pools: Mapping[str, PoolStatus]) -> None:
         for name, ps in pools.items():
@@ -333,8 +362,14 @@ class StatusWriter:
             }
             if self._last_pool.get(name) == body or f"pool/{name}" in self._in_flight:
                 continue
-            self._last_pool[name] = body
-            self._spawn(f"pool/{name}", f"{API}/pools/{name}/status", {"status": body})
+            self._spawn(
+                f"pool/{name}",
+                f"{API}/pools/{name}/status",
+                {"status": body},
+                functools.partial(self._last_pool.__setitem__, name, body),
+            )
+        for name in [n for n in self._last_pool if n not in self.cache.pools]:
+            del self._last_pool[name]
 
     async def drain(self) -> None:
         if self._tasks:
