@@ -169,6 +169,7 @@ class Measure:
     pods: int
     gangs: int
     seconds: float  # median wall time of run_session
+    best_seconds: float  # fastest run: the least disturbed by neighbours
     cpu_seconds: float  # median process CPU time of run_session (less sensitive to neighbours)
     binds: int
     decisions: int
@@ -197,6 +198,7 @@ def measure(snapshot: Snapshot, repeats: int) -> Measure:
         pods=len(snapshot.tasks),
         gangs=len(snapshot.groups),
         seconds=statistics.median(walls),
+        best_seconds=min(walls),
         cpu_seconds=statistics.median(cpus),
         binds=binds,
         decisions=decisions,
@@ -257,22 +259,30 @@ def main() -> None:
     headline = build_snapshot(5_000, 20_000, 2_000)
     build_seconds = time.perf_counter() - build_start
     m = measure(headline, args.repeats)
-    ff_seconds, ff_placed = first_fit_yardstick(headline)
+    # The yardstick runs as often as the session, and its median is reported, so both see
+    # the same neighbours.
+    yardsticks = [first_fit_yardstick(headline) for _ in range(args.repeats)]
+    ff_seconds = statistics.median(s for s, _ in yardsticks)
+    ff_placed = yardsticks[0][1]
     peak = peak_memory(headline)
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     verdict = "PASS" if m.seconds < 1.0 else "FAIL"
     print(f"## Scheduler core: one session (median of {args.repeats} runs)\n")
     print(f"load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs\n")
-    print("| case | nodes | pods | gangs | wall s | CPU s | binds | gangs placed | decisions/s |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print(
+        "| case | nodes | pods | gangs | wall s (median) | wall s (min) | CPU s | binds "
+        "| gangs placed | decisions/s |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
     print(
         f"| headline ({verdict}: wall < 1 s) | {m.nodes} | {m.pods} | {m.gangs} "
-        f"| {m.seconds:.3f} | {m.cpu_seconds:.3f} | {m.binds} | {m.placed_gangs} "
-        f"| {m.decisions / m.seconds:,.0f} |"
+        f"| {m.seconds:.3f} | {m.best_seconds:.3f} | {m.cpu_seconds:.3f} | {m.binds} "
+        f"| {m.placed_gangs} | {m.decisions / m.seconds:,.0f} |"
     )
     print(
         f"| yardstick: naive pod-by-pod first fit, no gang/quota/topology | {m.nodes} | {m.pods} "
-        f"| - | {ff_seconds:.3f} | - | {ff_placed} | - | {ff_placed / ff_seconds:,.0f} |"
+        f"| - | {ff_seconds:.3f} | {min(s for s, _ in yardsticks):.3f} | - | {ff_placed} | - "
+        f"| {ff_placed / ff_seconds:,.0f} |"
     )
     phases = ", ".join(f"{name} {sec * 1000:.0f} ms" for name, sec in m.phases.items())
     print(f"\nPhases (last run): {phases}. Building the snapshot: {build_seconds:.2f} s.")
