@@ -25,7 +25,7 @@ from operators.runtime import records as R
 from operators.runtime.binder import Binder, BindRequest, GangOutcome
 from operators.runtime.cache import SchedulerCache
 from operators.runtime.client import ApiError, KubeClient
-from operators.runtime.events import EventRecorder
+from operators.runtime.events import EventRecorder, RecentKeys
 from operators.runtime.evictor import Evictor, EvictOutcome, PodRef
 from operators.runtime.metrics import SchedulerMetrics
 from operators.scheduler import decisions as D
@@ -33,6 +33,8 @@ from operators.scheduler import decisions as D
 log = logging.getLogger(__name__)
 
 PODGROUP_API_VERSION = "scheduling.sluice.dev/v1alpha1"
+# A victim not re-decided for this long (or evicted) counts again when chosen the next time.
+VICTIM_MEMORY_SECONDS = 300.0
 
 
 def _kind(decision: object) -> str:
@@ -73,6 +75,9 @@ class DecisionApplier:
         # Nominations share the bind/evict bound (settings.bind_concurrency) on connections.
         self._write_sem = write_semaphore or asyncio.Semaphore(64)
         self.may_write: Callable[[], bool] = may_write or (lambda: True)
+        # Victim groups counted in sluice_preemptions_total: a victim re-decided every cycle (an
+        # eviction a PodDisruptionBudget keeps refusing) is counted once, when first chosen.
+        self._victims = RecentKeys(VICTIM_MEMORY_SECONDS)
 
     def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
         task = asyncio.create_task(coro)
@@ -262,12 +267,17 @@ class DecisionApplier:
         if not refs:
             return 0
         self._evicting.update(r.uid for r in refs)
-        kind = "delayed" if decision.reason is D.EvictReason.DELAYED_PREEMPTION_DUE else "immediate"
-        self.metrics.preemptions.labels(kind=kind).inc()
+        # Delayed victims were counted when marked WillEvict; the eviction at the deadline is the
+        # same preemption.
+        if decision.reason is not D.EvictReason.DELAYED_PREEMPTION_DUE:
+            now = time.monotonic()
+            if not self._victims.recent(decision.group, now):
+                self.metrics.preemptions.labels(kind="immediate").inc()
+            self._victims.mark(decision.group, now)
         self.events.post(
             self.involved(decision.group), "Warning", decision.reason.value, decision.message
         )
-        self._spawn(self._run_evictions(refs))
+        self._spawn(self._run_evictions(refs, decision.group))
         return len(refs)
 
     async def evict_group(self, group_uid: str, reason: str, message: str) -> int:
@@ -285,7 +295,7 @@ class DecisionApplier:
             await self._run_evictions(refs)
         return len(refs)
 
-    async def _run_evictions(self, refs: list[PodRef]) -> None:
+    async def _run_evictions(self, refs: list[PodRef], victim: str = "") -> None:
         try:
             if not self.may_write():
                 log.warning("not the leader any more; not evicting %d pods", len(refs))
@@ -303,6 +313,8 @@ class DecisionApplier:
             self.metrics.evictions.labels(outcome=outcome.value).inc()
         if EvictOutcome.BLOCKED in outcomes:
             log.info("eviction blocked by a PodDisruptionBudget; retried next cycle")
+        elif victim and EvictOutcome.FAILED not in outcomes:
+            self._victims.discard(victim)  # done: choosing it again later is a new preemption
 
     # ----------------------------------------------------------------------------------------
 
