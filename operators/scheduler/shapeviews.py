@@ -6,7 +6,8 @@ session's time, yet a placement only changes a handful of nodes. So each shape k
 arrays and, when used, refreshes just the nodes touched since its last use (``state.touched``
 is an append-only log of nodes whose holdings changed, rollbacks included).
 
-Counts and scores here ignore node masks (pool, predicates); callers apply those.
+Counts and scores here ignore node masks (pool, predicates); callers apply those. A score is
+only meaningful where the count is positive (placement reads it nowhere else).
 """
 
 from __future__ import annotations
@@ -129,8 +130,14 @@ class ShapeViews:
             else:
                 # Repeats are harmless: each write stores the same fresh value.
                 nodes = np.asarray(fresh, dtype=np.int64)
-                view.counts[nodes] = counts_at(state, t, nodes)
-                view.scores[nodes] = self.ext.score(t, nodes)
+                counts = counts_at(state, t, nodes)
+                view.counts[nodes] = counts
+                # Scores are read only where a replica fits, and a node whose count is 0 now
+                # is refreshed again once its holdings change (it is then touched again), so
+                # most touched nodes - filled by the placement that touched them - need none.
+                live = nodes[counts > 0]
+                if len(live):
+                    view.scores[live] = self.ext.score(t, live)
         return view
 
 
