@@ -195,7 +195,8 @@ class NodeIndex:
         self.capacity = alloc  # allocatable minus foreign, per node
 
         # Per-card GPU capacity (milli); absent cards have capacity 0.
-        width = max([node.gpu_count for node in nodes] + [1])
+        gpu_counts = [node.gpu_count for node in nodes]  # a property: read it once per node
+        width = max([*gpu_counts, 1])
         self.gpu_width = width
         cap = np.zeros((n, width), dtype=np.float64)
         nvlink = np.zeros((n, width), dtype=np.int32)
@@ -205,8 +206,8 @@ class NodeIndex:
         # nodes usually share a handful of hardware types.
         kinds: dict[tuple[int, GpuTopology], list[int]] = {}
         for i, node in enumerate(nodes):
-            if node.gpu_count > 0:
-                kinds.setdefault((node.gpu_count, node.gpu_topology), []).append(i)
+            if gpu_counts[i] > 0:
+                kinds.setdefault((gpu_counts[i], node.gpu_topology), []).append(i)
         for (cards, layout), members in kinds.items():
             rows = np.asarray(members, dtype=np.int64)
             cap[rows, :cards] = float(GPU_MILLI_PER_CARD)
@@ -217,7 +218,7 @@ class NodeIndex:
             else:
                 nvlink[rows] = numa[rows] = np.arange(width, dtype=np.int32) + width
         for i, node in enumerate(nodes):
-            if node.gpu_count <= 0 or not (node.gpu_foreign_milli or node.foreign_used):
+            if gpu_counts[i] <= 0 or not (node.gpu_foreign_milli or node.foreign_used):
                 continue
             cards = node.gpu_count
             foreign_cards = list(node.gpu_foreign_milli[:cards])

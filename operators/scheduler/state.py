@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -192,6 +192,7 @@ class SessionState:
         self._by_identity: dict[
             int, tuple[object, int, tuple[object, ...], NDArray[np.float64], tuple[int, ...]]
         ] = {}
+        self._prev_task: tuple[Any, ...] | None = None  # see _task_info
         bound: list[TaskInfo] = []
         for task in snapshot.tasks:
             owner = self.group_by_uid.get(task.group)
@@ -309,6 +310,52 @@ class SessionState:
         )
 
     def _task_info(self, task: Task, group: GroupInfo) -> TaskInfo:
+        # Replicas of a job usually arrive one after another and share their requests,
+        # selector, affinity and tolerations objects: everything below is derived from those
+        # (plus the group, role and pool), so the previous task's results are reused as is.
+        prev = self._prev_task
+        if (
+            prev is not None
+            and prev[0] is task.requests
+            and prev[1] is task.node_selector
+            and prev[2] is task.affinity
+            and prev[3] is task.tolerations
+            and prev[4] is group
+            and prev[5] == (task.gpu_milli, task.pool, task.role)
+        ):
+            req, cards, milli, shape, pool, replica_priority, dims = prev[6]
+            return TaskInfo(
+                task=task,
+                group=group,
+                req=req,
+                gpu_cards=cards,
+                gpu_milli=milli,
+                shape=shape,
+                pool=pool,
+                replica_priority=replica_priority,
+                dims=dims,
+            )
+        info = self._new_task_info(task, group)
+        self._prev_task = (
+            task.requests,
+            task.node_selector,
+            task.affinity,
+            task.tolerations,
+            group,
+            (task.gpu_milli, task.pool, task.role),
+            (
+                info.req,
+                info.gpu_cards,
+                info.gpu_milli,
+                info.shape,
+                info.pool,
+                info.replica_priority,
+                info.dims,
+            ),
+        )
+        return info
+
+    def _new_task_info(self, task: Task, group: GroupInfo) -> TaskInfo:
         space = self.space
         cards = int(task.requests.get(GPU, 0))
         milli = task.gpu_milli if cards == 0 and 0 < task.gpu_milli < GPU_MILLI_PER_CARD else 0
