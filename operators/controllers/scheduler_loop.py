@@ -312,6 +312,7 @@ class SchedulerOperator:
             # The lease renewal is overdue: a standby may take over at any moment, so this cycle
             # writes nothing (the lease task ends the process once the deadline has passed).
             log.warning("cycle %d: lease not renewed in time; not applying", self.cycles)
+            self._schedule_wanted = True  # should the renewal still succeed, decide afresh
             return
         counts = applier.apply(result, time.time())
         bound_now = {d.group for d in result.decisions if isinstance(d, D.Bind)}

@@ -184,10 +184,12 @@ async def test_cycle_applies_nothing_when_the_lease_renewal_is_overdue() -> None
     status = StatusWriter(api, h.cache, SchedulerMetrics(), 1)
     elector: Any = InvalidElector()
     op.elector = elector
+    op._schedule_wanted = False
     await op.cycle(app, status)
     await app.drain()
     assert binder.gangs == []
     assert h.cache.assumed == {}
+    assert op._schedule_wanted  # decided afresh should the renewal still succeed
     op.elector = None  # leader election off: the same cycle binds
     await op.cycle(app, status)
     await app.drain()
