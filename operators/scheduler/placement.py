@@ -132,9 +132,13 @@ def place_shape(
         scores[node] = -np.inf
         room = min(int(counts[node]), need - placed)
         batch = tuple(tasks[placed : placed + room])
-        # One shape of one group: the batch shares a request vector (uniform).
-        stmt.allocate(batch, node, pick_gpus_many(state, node, t0, room), kind, uniform=True)
+        # One shape of one group: the batch shares a request vector (uniform), and the
+        # queue's usage is added once for all of it below.
+        gpus = pick_gpus_many(state, node, t0, room)
+        stmt.allocate(batch, node, gpus, kind, uniform=True, usage=False)
         placed += room
+    if t0.group.queue >= 0:
+        state.queues.add_usage(t0.group.queue, t0.req * need, 1)
     return None
 
 

@@ -434,11 +434,14 @@ class SessionState:
         gpu_ids: Sequence[tuple[int, ...]],
         sign: int,
         uniform: bool = False,
+        usage: bool = True,
     ) -> None:
         """Account ``tasks`` onto (sign=+1) or off (sign=-1) ``node``, in one batch.
 
         ``uniform`` promises that every task shares the first one's request vector and group
-        (replicas of one shape placed together), which spares checking it.
+        (replicas of one shape placed together), which spares checking it. ``usage=False``
+        leaves queue usage to the caller (who adds a whole batch of nodes at once); undoing
+        such a move with ``usage=True`` per node takes back the same whole numbers.
 
         Batching matters: a gang's replicas usually land several per node, and per-task numpy
         row updates dominated the session time before.
@@ -477,13 +480,13 @@ class SessionState:
         if uniform:
             t0.group.held_count += sign * len(tasks)
             t0.group.changes += 1
-            if t0.group.queue >= 0:
+            if usage and t0.group.queue >= 0:
                 self.queues.add_usage(t0.group.queue, total, sign)
         else:
             for t in tasks:
                 t.group.held_count += sign
                 t.group.changes += 1
-                if t.group.queue >= 0:
+                if usage and t.group.queue >= 0:
                     self.queues.add_usage(t.group.queue, t.req, sign)
         for t in tasks:
             if t.pool != node_pool:

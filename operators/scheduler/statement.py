@@ -57,14 +57,16 @@ class Statement:
         gpu_ids: tuple[tuple[int, ...], ...],
         kind: Placement,
         uniform: bool = False,
+        usage: bool = True,
     ) -> None:
-        """Place ``tasks`` on ``node``; ``uniform``: see :meth:`SessionState.move`."""
+        """Place ``tasks`` on ``node``; ``uniform``, ``usage``: see :meth:`SessionState.move`
+        (rollback always takes queue usage back per operation)."""
         for t, ids in zip(tasks, gpu_ids, strict=True):
             t.node = node
             t.gpu_ids = ids
             t.held = True
             t.placed = kind
-        self.state.move(tasks, node, gpu_ids, 1, uniform)
+        self.state.move(tasks, node, gpu_ids, 1, uniform, usage)
         self.ops.append(AllocateOp(tasks, node, gpu_ids, kind))
 
     def evict(self, t: TaskInfo, reason: EvictReason, message: str, preemptor: str) -> None:
