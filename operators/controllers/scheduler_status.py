@@ -336,17 +336,8 @@ class StatusWriter:
                 "inqueue": qs.inqueue,
                 "running": qs.running,
             }
-            if self._last_queue.get(name) == body or f"queue/{name}" in self._in_flight:
-                continue
-            # Remembered only once written: a failed write is retried on the next cycle.
-            self._spawn(
-                f"queue/{name}",
-                f"{API}/queues/{name}/status",
-                {"status": body},
-                functools.partial(self._last_queue.__setitem__, name, body),
-            )
-        for name in [n for n in self._last_queue if n not in self.cache.queues]:
-            del self._last_queue[name]
+            self._write_cluster_status("queue", name, body, self._last_queue)
+        _forget_missing(self._last_queue, self.cache.queues)
 
     def write_pools(self, pools: Mapping[str, PoolStatus]) -> None:
         for name, ps in pools.items():
@@ -360,17 +351,29 @@ class StatusWriter:
                 "shared": format_resources(ps.shared),
                 "pending": format_resources(ps.pending),
             }
-            if self._last_pool.get(name) == body or f"pool/{name}" in self._in_flight:
-                continue
-            self._spawn(
-                f"pool/{name}",
-                f"{API}/pools/{name}/status",
-                {"status": body},
-                functools.partial(self._last_pool.__setitem__, name, body),
-            )
-        for name in [n for n in self._last_pool if n not in self.cache.pools]:
-            del self._last_pool[name]
+            self._write_cluster_status("pool", name, body, self._last_pool)
+        _forget_missing(self._last_pool, self.cache.pools)
+
+    def _write_cluster_status(
+        self, kind: str, name: str, body: dict[str, Any], last: dict[str, dict[str, Any]]
+    ) -> None:
+        """Write a Queue's or Pool's status unless unchanged or already in flight."""
+        key = f"{kind}/{name}"
+        if last.get(name) == body or key in self._in_flight:
+            return
+        # Remembered only once written: a failed write is retried on the next cycle.
+        self._spawn(
+            key,
+            f"{API}/{kind}s/{name}/status",
+            {"status": body},
+            functools.partial(last.__setitem__, name, body),
+        )
 
     async def drain(self) -> None:
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+def _forget_missing(last: dict[str, Any], live: Mapping[str, Any]) -> None:
+    for name in [n for n in last if n not in live]:
+        del last[name]
