@@ -19,7 +19,7 @@ import resource
 import statistics
 import time
 import tracemalloc
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from operators.scheduler import SessionConfig, run_session
 from operators.scheduler.decisions import Bind
@@ -178,33 +178,46 @@ class Measure:
 
 
 def measure(snapshot: Snapshot, repeats: int) -> Measure:
-    run_session(snapshot, SessionConfig())  # warm-up: first-call costs are not the session's
-    walls, cpus = [], []
-    binds = decisions = placed = 0
-    phases: dict[str, float] = {}
+    return measure_interleaved(snapshot, repeats, (SessionConfig(),))[0]
+
+
+def measure_interleaved(
+    snapshot: Snapshot, repeats: int, configs: tuple[SessionConfig, ...]
+) -> list[Measure]:
+    """Median of ``repeats`` runs per config, the configs taking turns run by run, so an A/B
+    comparison sees the same neighbours."""
+    for config in configs:
+        run_session(snapshot, config)  # warm-up: first-call costs are not the session's
+    walls: list[list[float]] = [[] for _ in configs]
+    cpus: list[list[float]] = [[] for _ in configs]
+    last: list[tuple[int, int, int, dict[str, float]]] = [(0, 0, 0, {}) for _ in configs]
     for _ in range(repeats):
-        gc.collect()
-        start, start_cpu = time.perf_counter(), time.process_time()
-        result = run_session(snapshot, SessionConfig(timer=time.perf_counter))
-        walls.append(time.perf_counter() - start)
-        cpus.append(time.process_time() - start_cpu)
-        bound = [d for d in result.decisions if isinstance(d, Bind)]
-        binds, decisions = len(bound), len(result.decisions)
-        placed = len({b.group for b in bound})
-        phases = dict(result.timings)
-        del result, bound  # free them outside the timed span, not inside the next one
-    return Measure(
-        nodes=len(snapshot.nodes),
-        pods=len(snapshot.tasks),
-        gangs=len(snapshot.groups),
-        seconds=statistics.median(walls),
-        best_seconds=min(walls),
-        cpu_seconds=statistics.median(cpus),
-        binds=binds,
-        decisions=decisions,
-        placed_gangs=placed,
-        phases=phases,
-    )
+        for i, config in enumerate(configs):
+            gc.collect()
+            timed = replace(config, timer=time.perf_counter)
+            start, start_cpu = time.perf_counter(), time.process_time()
+            result = run_session(snapshot, timed)
+            walls[i].append(time.perf_counter() - start)
+            cpus[i].append(time.process_time() - start_cpu)
+            bound = [d for d in result.decisions if isinstance(d, Bind)]
+            placed = len({b.group for b in bound})
+            last[i] = (len(bound), len(result.decisions), placed, dict(result.timings))
+            del result, bound  # free them outside the timed span, not inside the next one
+    return [
+        Measure(
+            nodes=len(snapshot.nodes),
+            pods=len(snapshot.tasks),
+            gangs=len(snapshot.groups),
+            seconds=statistics.median(walls[i]),
+            best_seconds=min(walls[i]),
+            cpu_seconds=statistics.median(cpus[i]),
+            binds=last[i][0],
+            decisions=last[i][1],
+            placed_gangs=last[i][2],
+            phases=last[i][3],
+        )
+        for i in range(len(configs))
+    ]
 
 
 def first_fit_yardstick(snapshot: Snapshot) -> tuple[float, int]:
@@ -253,6 +266,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5, help="runs of the headline case")
     parser.add_argument("--scaling-repeats", type=int, default=1)
     parser.add_argument("--quick", action="store_true", help="headline case only")
+    parser.add_argument(
+        "--single-repeats", type=int, default=3, help="runs of the one-pod-group case (per arm)"
+    )
     args = parser.parse_args()
 
     build_start = time.perf_counter()
@@ -284,6 +300,20 @@ def main() -> None:
         f"| - | {ff_seconds:.3f} | {min(s for s, _ in yardsticks):.3f} | - | {ff_placed} | - "
         f"| {ff_placed / ff_seconds:,.0f} |"
     )
+    # Plain Deployments: every pod its own one-pod group, twice what fits. With the
+    # equivalence cache off (the code before it) and on, runs alternating.
+    single = build_snapshot(1_000, 10_000, gangs=10_000)
+    arms = (SessionConfig(equivalence_cache=False), SessionConfig())
+    for label, r in zip(
+        ("one-pod groups, equivalence cache off", "one-pod groups, equivalence cache on"),
+        measure_interleaved(single, args.single_repeats, arms),
+        strict=True,
+    ):
+        print(
+            f"| {label} | {r.nodes} | {r.pods} | {r.gangs} | {r.seconds:.3f} "
+            f"| {r.best_seconds:.3f} | {r.cpu_seconds:.3f} | {r.binds} | {r.placed_gangs} "
+            f"| {r.decisions / r.seconds:,.0f} |"
+        )
     phases = ", ".join(f"{name} {sec * 1000:.0f} ms" for name, sec in m.phases.items())
     print(f"\nPhases (last run): {phases}. Building the snapshot: {build_seconds:.2f} s.")
     print(

@@ -53,6 +53,11 @@ class SessionConfig:
     # Gangs per pool that may reserve nodes when they do not fit yet (backfill with
     # reservation, reservation.py); 0 turns reservations off.
     max_reservations: int = 1
+    # Within one pass of allocate or of backfill's borrowing, a group equivalent to one that
+    # already failed to fit (same pool, topology request and pod shapes; room only shrinks
+    # within a pass) fails the same way without being placed again, and shares that failure's
+    # explanation text. Same decisions either way; off only to check that (tests).
+    equivalence_cache: bool = True
     timer: Timer | None = None
 
 

@@ -49,13 +49,58 @@ def candidates(ssn: Session) -> list[GroupInfo]:
 def run(ssn: Session) -> None:
     groups = candidates(ssn)
     # A queue at its deserved share waits for the borrow pass as a whole.
+    memo = FailureMemo.open(ssn)
     retry = [
         g
         for g in round_robin(ssn, groups)
-        if ssn.ext.overused(g.queue) or allocate_group(ssn, g, AllocatePass.SHARE) == "share"
+        if ssn.ext.overused(g.queue)
+        or allocate_group(ssn, g, AllocatePass.SHARE, memo=memo) == "share"
     ]
+    memo = FailureMemo.open(ssn)
     for g in round_robin(ssn, retry):
-        allocate_group(ssn, g, AllocatePass.BORROW)
+        allocate_group(ssn, g, AllocatePass.BORROW, memo=memo)
+
+
+class FailureMemo:
+    """Placement failures of one pass, by equivalence key (SessionConfig.equivalence_cache).
+
+    Within one pass of allocate (or of backfill's borrowing) room is only ever taken: committed
+    placements consume it, a discarded statement gives back only what it took itself, and
+    nothing is evicted. So once a group failed to fit in every node set it may use, a later
+    group that asks for the same thing (same pool, topology request and per-task shapes), under
+    the same reservations, fails the same way: its placement is skipped and it shares the first
+    group's failures, so their text is built once (its counts are those of the first failure;
+    the room can only have shrunk since). Quota is still checked per group (it depends on the
+    queue). A new memo is opened for every pass, i.e. after anything that may free room.
+    """
+
+    __slots__ = ("failures",)
+
+    def __init__(self) -> None:
+        self.failures: dict[tuple[object, ...], list[tuple[str, PlaceFailure]]] = {}
+
+    @staticmethod
+    def open(ssn: Session) -> FailureMemo | None:
+        return FailureMemo() if ssn.config.equivalence_cache else None
+
+    @staticmethod
+    def key(ssn: Session, g: GroupInfo, tasks: list[TaskInfo]) -> tuple[object, ...] | None:
+        """What the outcome of placing ``tasks`` for ``g`` depends on, or None when it depends
+        on the group itself (its own reservation, pods already placed or nominated: held room,
+        a hard-topology domain, the nomination bonus)."""
+        if ssn.reservations.items and ssn.reservations.of(g) is not None:
+            return None
+        for t in g.tasks:
+            if t.node >= 0 or t.nominated >= 0 or t.placed != Placement.NONE:
+                return None
+        pg = g.pg
+        return (
+            g.pool,
+            ssn.reservations.version,
+            pg.network_topology,
+            pg.unit_tier,
+            tuple((t.shape, t.pool, t.task.role, t.task.unit) for t in tasks),
+        )
 
 
 def _total(tasks: list[TaskInfo]) -> NDArray[np.float64]:
@@ -82,9 +127,17 @@ def _reserve_if_short(ssn: Session, g: GroupInfo, tasks: list[TaskInfo]) -> None
             return
 
 
-def allocate_group(ssn: Session, g: GroupInfo, phase: AllocatePass, *, borrow: bool = False) -> str:
+def allocate_group(
+    ssn: Session,
+    g: GroupInfo,
+    phase: AllocatePass,
+    *,
+    borrow: bool = False,
+    memo: FailureMemo | None = None,
+) -> str:
     """Try to place ``g``'s gang minimum. Returns "placed", "share" (refused by the share
-    rule only, worth a borrow pass) or "failed"."""
+    rule only, worth a borrow pass) or "failed". ``memo`` (one per pass, see FailureMemo)
+    skips placing groups equivalent to one that already failed in the pass."""
     state, ext = ssn.state, ssn.ext
     pending = ext.pending_in_order(g)
     tasks = shortfall(g, pending)
@@ -124,6 +177,12 @@ def allocate_group(ssn: Session, g: GroupInfo, phase: AllocatePass, *, borrow: b
         own = next(sets, None)
         sets = iter([own] if own is not None else [])
         own_mask = own.mask if own is not None else own_mask
+    key = FailureMemo.key(ssn, g, tasks) if memo is not None else None
+    known = memo.failures.get(key) if memo is not None and key is not None else None
+    if known is not None:
+        failures = known
+        sets = iter(())  # every set failed for an equivalent group: it fails here too
+    complete = True  # every set tried failed to place (none was merely "not ready")
     for node_set in sets:
         stmt = Statement(state)
         mask = ssn.reservations.allowed(g, node_set.mask)
@@ -142,6 +201,10 @@ def allocate_group(ssn: Session, g: GroupInfo, phase: AllocatePass, *, borrow: b
         stmt.discard()
         if failure is not None:
             failures.append((node_set.label, failure))
+        else:
+            complete = False
+    if memo is not None and key is not None and known is None and complete:
+        memo.failures[key] = failures
     g.attempted = True
     if not borrow:
         g.borrow_later = True

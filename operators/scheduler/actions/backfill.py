@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from operators.scheduler.actions.allocate import allocate_group
+from operators.scheduler.actions.allocate import FailureMemo, allocate_group
 from operators.scheduler.actions.ordering import round_robin
 from operators.scheduler.decisions import Explanation, ReasonCode
 from operators.scheduler.framework import AllocatePass, NodeSet, Vote
@@ -52,8 +52,10 @@ def borrow(ssn: Session) -> None:
         for g in ssn.state.groups
         if g.borrow_later and not g.preemption_done and not g.gang_satisfied()
     ]
+    # Preempt and reclaim may have freed room since allocate: a fresh memo for this pass.
+    memo = FailureMemo.open(ssn)
     for g in round_robin(ssn, waiting):
-        allocate_group(ssn, g, AllocatePass.BORROW, borrow=True)
+        allocate_group(ssn, g, AllocatePass.BORROW, borrow=True, memo=memo)
 
 
 def run(ssn: Session) -> None:
