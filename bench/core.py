@@ -304,11 +304,9 @@ def main() -> None:
     # equivalence cache off (the code before it) and on, runs alternating.
     single = build_snapshot(1_000, 10_000, gangs=10_000)
     arms = (SessionConfig(equivalence_cache=False), SessionConfig())
-    for label, r in zip(
-        ("one-pod groups, equivalence cache off", "one-pod groups, equivalence cache on"),
-        measure_interleaved(single, args.single_repeats, arms),
-        strict=True,
-    ):
+    labels = ("one-pod groups, equivalence cache off", "one-pod groups, equivalence cache on")
+    singles = measure_interleaved(single, args.single_repeats, arms)
+    for label, r in zip(labels, singles, strict=True):
         print(
             f"| {label} | {r.nodes} | {r.pods} | {r.gangs} | {r.seconds:.3f} "
             f"| {r.best_seconds:.3f} | {r.cpu_seconds:.3f} | {r.binds} | {r.placed_gangs} "
@@ -316,6 +314,9 @@ def main() -> None:
         )
     phases = ", ".join(f"{name} {sec * 1000:.0f} ms" for name, sec in m.phases.items())
     print(f"\nPhases (last run): {phases}. Building the snapshot: {build_seconds:.2f} s.")
+    for label, r in zip(labels, singles, strict=True):
+        parts = ", ".join(f"{name} {sec * 1000:.0f} ms" for name, sec in r.phases.items())
+        print(f"Phases, {label} (last run): {parts}.")
     print(
         f"Peak traced memory of one session: {peak / 2**20:.1f} MiB; "
         f"process peak RSS: {rss / 2**20:.0f} MiB. "
