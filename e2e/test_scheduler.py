@@ -233,7 +233,7 @@ def busy_gpu_nodes(core: client.CoreV1Api) -> set[str]:
 @pytest.fixture
 def free_nodes(core: client.CoreV1Api) -> int:
     """GPU nodes with every GPU free. Earlier tests' namespaces may still be terminating: wait a
-    little for them, then size the test to whatever is free rather than fail."""
+    little for them, then size the test to whatever is free (at least 6 nodes)."""
     gpu_nodes = [
         n.metadata.name
         for n in core.list_node().items
@@ -242,8 +242,8 @@ def free_nodes(core: client.CoreV1Api) -> int:
     with contextlib.suppress(AssertionError):
         wait_for(lambda: not busy_gpu_nodes(core), 45, "GPUs released by earlier tests")
     free = len(set(gpu_nodes) - busy_gpu_nodes(core))
-    if free < 6:
-        pytest.skip(f"only {free} idle GPU nodes")
+    # A skip here would hide a leak from an earlier test; fail and name it instead.
+    assert free >= 6, f"only {free} idle GPU nodes: an earlier test left pods holding GPUs"
     return free
 
 

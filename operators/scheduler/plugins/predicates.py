@@ -7,6 +7,7 @@ rejections are reported as "insufficient free resources".
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
     from operators.scheduler.state import SessionState, TaskInfo
 
 
-class _Cached:
+class _Cached(ABC):
     """A node predicate whose mask depends only on the task's shape."""
 
     name = ""
@@ -38,8 +39,8 @@ class _Cached:
     def key(self, t: TaskInfo) -> tuple[object, ...]:
         return ()
 
-    def compute(self, t: TaskInfo) -> NDArray[np.bool_]:
-        raise NotImplementedError
+    @abstractmethod
+    def compute(self, t: TaskInfo) -> NDArray[np.bool_]: ...
 
 
 class NodeReady(_Cached):
