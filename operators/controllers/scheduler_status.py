@@ -45,7 +45,9 @@ class GroupCounts:
 def count_members(cache: SchedulerCache, group_uid: str) -> GroupCounts:
     bound = running = pending = 0
     for rec in cache.members(group_uid):
-        if rec.node_name or rec.uid in cache.assumed:
+        # Only bindings the watch confirmed: a Binding POST still in flight may fail, and a
+        # phase written from it would flap (Running, then back) for jobs and hooks to see.
+        if rec.node_name:
             bound += 1
             running += rec.phase == "Running"
         else:
@@ -59,6 +61,11 @@ def next_phase(
     """The phase the scheduler writes: the core's decision if any, else derived from the pods."""
     if counts.bound >= min_member:
         return S.GroupPhase.RUNNING
+    if decided is S.GroupPhase.RUNNING:
+        # Placed by the core, bindings not confirmed yet: Running is written by the status
+        # pass that the watch's confirmation of the last member triggers.
+        keep = (S.GroupPhase.RUNNING, S.GroupPhase.UNKNOWN)
+        return current if current in keep else S.GroupPhase.INQUEUE
     if decided is not None:
         return decided
     if current is S.GroupPhase.RUNNING:

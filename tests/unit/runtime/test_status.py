@@ -5,12 +5,16 @@ from __future__ import annotations
 from operators.controllers.scheduler_status import (
     GroupCounts,
     _comparable,
+    count_members,
     desired_conditions,
     format_resources,
     next_phase,
 )
 from operators.scheduler import decisions as D
 from operators.scheduler import snapshot as S
+
+from .factories import pod, podgroup
+from .test_cache import Harness
 
 P = S.GroupPhase
 
@@ -22,6 +26,14 @@ def test_phase_follows_bound_members_then_the_core() -> None:
     # It ran and lost pods: Unknown while some still run, Pending once none do.
     assert next_phase(P.RUNNING, None, 4, GroupCounts(2, 2, 2)) is P.UNKNOWN
     assert next_phase(P.RUNNING, None, 4, GroupCounts(0, 0, 4)) is P.PENDING
+
+
+def test_running_waits_for_confirmed_bindings() -> None:
+    # The core placed the gang but the watch has confirmed only 1 of 4 bindings.
+    assert next_phase(P.INQUEUE, P.RUNNING, 4, GroupCounts(1, 0, 3)) is P.INQUEUE
+    assert next_phase(P.PENDING, P.RUNNING, 4, GroupCounts(0, 0, 4)) is P.INQUEUE
+    assert next_phase(P.UNKNOWN, P.RUNNING, 4, GroupCounts(3, 3, 1)) is P.UNKNOWN
+    assert next_phase(P.INQUEUE, P.RUNNING, 4, GroupCounts(4, 0, 0)) is P.RUNNING
 
 
 def test_conditions_carry_the_explanation_and_keep_transition_times() -> None:
@@ -63,3 +75,17 @@ def test_delayed_preemption_becomes_a_condition_and_reverts() -> None:
         c["type"]: c for c in desired_conditions(P.RUNNING, None, marked.values(), "t2", None)
     }
     assert reverted["WillEvict"]["status"] == "False"
+
+
+def test_only_watch_confirmed_bindings_count_as_bound() -> None:
+    h = Harness()
+    h.group(podgroup("g", min_member=2, status={"phase": "Inqueue"}))
+    for i in range(2):
+        h.pod(pod(f"g-{i}", group="g"))
+        h.cache.assume(f"uid-g-{i}", "n1", (), now=0.0)
+    uid = next(iter(h.cache.groups.values())).uid
+    assert count_members(h.cache, uid) == GroupCounts(bound=0, running=0, pending=2)
+    h.cache.finish_binding("uid-g-0", now=1.0)  # the POST answered; the watch has not
+    assert count_members(h.cache, uid).bound == 0
+    h.pod(pod("g-0", group="g", node="n1", uid="uid-g-0"))  # the watch confirms it
+    assert count_members(h.cache, uid) == GroupCounts(bound=1, running=0, pending=1)
