@@ -550,3 +550,34 @@ def test_delayed_preemption_marks_then_evicts_whole_job(
         for name in (f"{namespace}-low", f"{namespace}-high"):
             with contextlib.suppress(client.ApiException):
                 scheduling.delete_priority_class(name)
+
+
+def test_plain_pod_that_cannot_fit_says_why(
+    core: client.CoreV1Api, namespace: str, start_scheduler: Callable[..., Scheduler]
+) -> None:
+    """What `kubectl describe pod` shows for a waiting plain pod, as with kube-scheduler."""
+    sched = start_scheduler()
+    sched.wait_ready()
+    core.create_namespaced_pod(namespace, pod("too-big-0", gpus=NODE_GPUS + 1))
+
+    def unschedulable() -> Any:
+        conds = core.read_namespaced_pod_status("too-big-0", namespace).status.conditions or []
+        return next(
+            (c for c in conds if c.type == "PodScheduled" and c.reason == "Unschedulable"), None
+        )
+
+    cond = wait_for(unschedulable, 30, "PodScheduled=False/Unschedulable", sched)
+    assert cond.status == "False"
+    assert "GPU" in cond.message or "gpu" in cond.message, cond.message
+    events = wait_for(
+        lambda: [
+            e
+            for e in core.list_namespaced_event(namespace).items
+            if e.reason == "FailedScheduling" and e.involved_object.name == "too-big-0"
+        ],
+        15,
+        "a FailedScheduling Event",
+        sched,
+    )
+    assert events[0].type == "Warning"
+    assert events[0].message == cond.message

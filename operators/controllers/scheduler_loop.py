@@ -319,6 +319,9 @@ class SchedulerOperator:
         await self._repair_half_bound(applier, bound_now, now)
         self.cache.dirty_groups.clear()  # this pass looks at every group
         written = status.write_groups(result, now, R.rfc3339(now))
+        for pod, message in status.write_pod_reasons(result, now, R.rfc3339(now)):
+            involved = applier.involved(R.implicit_group_uid(pod.uid))
+            applier.events.post(involved, "Warning", "FailedScheduling", message)
         status.write_queues(result.queues)
         status.write_pools(result.pools)
         t3 = time.perf_counter()

@@ -197,6 +197,7 @@ class StatusWriter:
         self._last_pool: dict[str, Any] = {}
         # Delayed-preemption marks of implicit groups have no object to live in: memory only.
         self.implicit_marks: dict[str, S.PreemptionMark] = {}
+        self._last_pod_reason: dict[str, str] = {}  # pod uid -> PodScheduled message written
 
     def _spawn(
         self,
@@ -204,9 +205,10 @@ class StatusWriter:
         path: str,
         body: dict[str, Any],
         on_success: Callable[[], None] | None = None,
+        strategic: bool = False,
     ) -> None:
         self._in_flight.add(key)
-        task = asyncio.create_task(self._write(key, path, body, on_success))
+        task = asyncio.create_task(self._write(key, path, body, on_success, strategic))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -216,10 +218,14 @@ class StatusWriter:
         path: str,
         body: dict[str, Any],
         on_success: Callable[[], None] | None = None,
+        strategic: bool = False,
     ) -> None:
         try:
             async with self._sem:
-                await self.client.merge_patch(path, body)
+                if strategic:
+                    await self.client.strategic_merge_patch(path, body)
+                else:
+                    await self.client.merge_patch(path, body)
             self.metrics.status_writes.inc()
             if on_success is not None:
                 on_success()
@@ -360,6 +366,49 @@ class StatusWriter:
             }
             self._write_cluster_status("pool", name, body, self._last_pool)
         _forget_missing(self._last_pool, self.cache.pools)
+
+    def write_pod_reasons(
+        self, result: SessionResult, now: float, now_text: str
+    ) -> list[tuple[R.PodRecord, str]]:
+        """Plain pods (implicit one-pod groups) have no PodGroup to show why they wait, so they
+        get what kube-scheduler gives its pods: `PodScheduled=False, reason Unschedulable` with
+        the core's explanation. Written when the message changes, at most once per message
+        interval per pod. Returns (pod, message) of each write, for a FailedScheduling Event."""
+        written: list[tuple[R.PodRecord, str]] = []
+        for group_uid, why in result.explanations.items():
+            if not group_uid.startswith("pod:") or why.code is D.ReasonCode.SCHEDULED:
+                continue
+            pod_uid = group_uid[4:]
+            rec = self.cache.pods.get(pod_uid)
+            key = f"pod/{pod_uid}"
+            if rec is None or rec.node_name or pod_uid in self.cache.assumed:
+                continue
+            message = why.message[:1024]
+            if self._last_pod_reason.get(pod_uid) == message or key in self._in_flight:
+                continue
+            last = self._last_message_write.get(key, 0.0)
+            if pod_uid in self._last_pod_reason and now - last < self._message_interval:
+                continue
+            self._last_message_write[key] = now
+            condition = {
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": "Unschedulable",
+                "message": message,
+                "lastTransitionTime": now_text,
+            }
+            self._spawn(
+                key,
+                f"/api/v1/namespaces/{rec.namespace}/pods/{rec.name}/status",
+                {"status": {"conditions": [condition]}},
+                functools.partial(self._last_pod_reason.__setitem__, pod_uid, message),
+                strategic=True,  # pod conditions merge by type: other conditions stay
+            )
+            written.append((rec, message))
+        for uid in [u for u in self._last_pod_reason if u not in self.cache.pods]:
+            del self._last_pod_reason[uid]
+            self._last_message_write.pop(f"pod/{uid}", None)
+        return written
 
     def _write_cluster_status(
         self, kind: str, name: str, body: dict[str, Any], last: dict[str, dict[str, Any]]

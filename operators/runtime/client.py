@@ -132,6 +132,12 @@ class KubeClient:
             "PATCH", path, body=body, content_type="application/merge-patch+json"
         )
 
+    async def strategic_merge_patch(self, path: str, body: Any) -> JsonDict:
+        """Built-in kinds only: lists such as pod conditions merge by their key."""
+        return await self.request(
+            "PATCH", path, body=body, content_type="application/strategic-merge-patch+json"
+        )
+
     async def json_patch(self, path: str, ops: list[JsonDict]) -> JsonDict:
         return await self.request(
             "PATCH", path, body=ops, content_type="application/json-patch+json"

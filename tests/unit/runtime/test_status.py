@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from operators.controllers.scheduler_status import (
     GroupCounts,
+    StatusWriter,
     _comparable,
     count_members,
     desired_conditions,
     format_resources,
     next_phase,
 )
+from operators.runtime.metrics import SchedulerMetrics
 from operators.scheduler import decisions as D
 from operators.scheduler import snapshot as S
+from operators.scheduler.session import SessionResult
 
 from .factories import pod, podgroup
 from .test_cache import Harness
@@ -89,3 +94,48 @@ def test_only_watch_confirmed_bindings_count_as_bound() -> None:
     assert count_members(h.cache, uid).bound == 0
     h.pod(pod("g-0", group="g", node="n1", uid="uid-g-0"))  # the watch confirms it
     assert count_members(h.cache, uid) == GroupCounts(bound=1, running=0, pending=1)
+
+
+class PatchRecorder:
+    """A narrow stand-in for the client's strategic merge patch of pod status."""
+
+    def __init__(self) -> None:
+        self.patches: list[tuple[str, dict[str, Any]]] = []
+
+    async def strategic_merge_patch(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        self.patches.append((path, body))
+        return {}
+
+
+async def test_waiting_plain_pods_get_podscheduled_false_with_the_reason() -> None:
+    h = Harness()
+    h.pod(pod("lonely", gpu=9))
+    h.pod(pod("placed", gpu=1))
+    h.cache.assume("uid-placed", "n1", (0,), now=0.0)
+    api = PatchRecorder()
+    fake: Any = api
+    writer = StatusWriter(fake, h.cache, SchedulerMetrics(), concurrency=2)
+    why = "needs 9 GPUs on one node; the largest node has 8"
+    result = SessionResult(
+        decisions=(),
+        explanations={
+            "pod:uid-lonely": D.Explanation("pod:uid-lonely", D.ReasonCode.UNSCHEDULABLE, why),
+            "pod:uid-placed": D.Explanation("pod:uid-placed", D.ReasonCode.UNSCHEDULABLE, why),
+        },
+    )
+    written = writer.write_pod_reasons(result, 100.0, "2026-01-01T00:00:00Z")
+    await writer.drain()
+    assert [(p.name, m) for p, m in written] == [("lonely", why)]
+    path, body = api.patches[0]
+    assert path == "/api/v1/namespaces/ns/pods/lonely/status"
+    (cond,) = body["status"]["conditions"]
+    assert (cond["type"], cond["status"], cond["reason"], cond["message"]) == (
+        "PodScheduled",
+        "False",
+        "Unschedulable",
+        why,
+    )
+    # The same reason again: no second write, no second Event.
+    assert writer.write_pod_reasons(result, 200.0, "2026-01-01T00:01:40Z") == []
+    await writer.drain()
+    assert len(api.patches) == 1
