@@ -50,6 +50,11 @@ class Placement(enum.IntEnum):
     NOMINATE = 2  # room is being freed by evictions: hold it (nominatedNodeName)
 
 
+# What a TaskInfo derives from its Task: (req, gpu cards, gpu milli, shape, pool, replica
+# priority, dims); shared by replicas that share their request objects.
+_Derived = tuple["NDArray[np.float64]", int, int, tuple[object, ...], int, int, tuple[int, ...]]
+
+
 @dataclass(slots=True, eq=False)
 class TaskInfo:
     task: Task
@@ -311,8 +316,8 @@ class SessionState:
 
     def _task_info(self, task: Task, group: GroupInfo) -> TaskInfo:
         # Replicas of a job usually arrive one after another and share their requests,
-        # selector, affinity and tolerations objects: everything below is derived from those
-        # (plus the group, role and pool), so the previous task's results are reused as is.
+        # selector, affinity and tolerations objects: everything derived from those (plus the
+        # group, role and pool) is reused from the previous task as is.
         prev = self._prev_task
         if (
             prev is not None
@@ -323,39 +328,33 @@ class SessionState:
             and prev[4] is group
             and prev[5] == (task.gpu_milli, task.pool, task.role)
         ):
-            req, cards, milli, shape, pool, replica_priority, dims = prev[6]
-            return TaskInfo(
-                task=task,
-                group=group,
-                req=req,
-                gpu_cards=cards,
-                gpu_milli=milli,
-                shape=shape,
-                pool=pool,
-                replica_priority=replica_priority,
-                dims=dims,
+            derived: _Derived = prev[6]
+        else:
+            derived = self._derive(task, group)
+            self._prev_task = (
+                task.requests,
+                task.node_selector,
+                task.affinity,
+                task.tolerations,
+                group,
+                (task.gpu_milli, task.pool, task.role),
+                derived,
             )
-        info = self._new_task_info(task, group)
-        self._prev_task = (
-            task.requests,
-            task.node_selector,
-            task.affinity,
-            task.tolerations,
-            group,
-            (task.gpu_milli, task.pool, task.role),
-            (
-                info.req,
-                info.gpu_cards,
-                info.gpu_milli,
-                info.shape,
-                info.pool,
-                info.replica_priority,
-                info.dims,
-            ),
+        req, cards, milli, shape, pool, replica_priority, dims = derived
+        return TaskInfo(
+            task=task,
+            group=group,
+            req=req,
+            gpu_cards=cards,
+            gpu_milli=milli,
+            shape=shape,
+            pool=pool,
+            replica_priority=replica_priority,
+            dims=dims,
         )
-        return info
 
-    def _new_task_info(self, task: Task, group: GroupInfo) -> TaskInfo:
+    def _derive(self, task: Task, group: GroupInfo) -> _Derived:
+        """(req, gpu cards, gpu milli, shape, pool, replica priority, dims) of a task."""
         space = self.space
         cards = int(task.requests.get(GPU, 0))
         milli = task.gpu_milli if cards == 0 and 0 < task.gpu_milli < GPU_MILLI_PER_CARD else 0
@@ -386,17 +385,7 @@ class SessionState:
         )
         # Interned: equal shapes are one object, so grouping can compare by identity.
         shape = self._shapes.setdefault(shape, shape)
-        return TaskInfo(
-            task=task,
-            group=group,
-            req=req,
-            gpu_cards=cards,
-            gpu_milli=milli,
-            shape=shape,
-            pool=pool,
-            replica_priority=group.role_priority.get(task.role, 0),
-            dims=dims,
-        )
+        return req, cards, milli, shape, pool, group.role_priority.get(task.role, 0), dims
 
     # ---------------------------------------------------------------- raw accounting
 
