@@ -20,8 +20,10 @@ CATEGORY: Final = "sluice"
 
 # --- scheduling -----------------------------------------------------------------------------
 POOL: Final = f"{SCHEDULING_GROUP}/pool"
-"""Pod label/annotation: the pool a pod prefers to run in. (Nodes are not labelled: a node's pool
-follows from the Pool selectors, so moving a node between pools never writes to the node.)"""
+"""Pod label/annotation: the pool a pod prefers to run in. On nodes, the pool operator mirrors
+the node's membership into this label for people and tools (`kubectl get nodes -L`); the single
+source of truth is the Pool selectors read through `operators.scheduler.snapshot.pool_of_node`,
+which the scheduler applies itself, so it never waits for the label."""
 QUEUE: Final = f"{SCHEDULING_GROUP}/queue"
 """Pod/job label: the queue (tenant quota) charged for the pod."""
 POD_GROUP: Final = f"{SCHEDULING_GROUP}/pod-group"

@@ -42,6 +42,8 @@ __all__ = [
     "PodGroupSpec",
     "PodGroupStatus",
     "Pool",
+    "PoolConditionType",
+    "PoolReason",
     "PoolSpec",
     "PoolStatus",
     "PreemptionRole",
@@ -161,6 +163,12 @@ class LabelSelectorRequirement(SluiceModel):
         return self
 
 
+_NOT_MEMBERSHIP_LABEL = (
+    f"(!has(self.matchLabels) || !('{labels.POOL}' in self.matchLabels)) && "
+    f"(!has(self.matchExpressions) || self.matchExpressions.all(e, e.key != '{labels.POOL}'))"
+)
+
+
 class NodeSelector(SluiceModel):
     """A label selector over nodes (the metav1.LabelSelector shape). Empty matches every node."""
 
@@ -170,6 +178,23 @@ class NodeSelector(SluiceModel):
     match_expressions: list[LabelSelectorRequirement] | None = Field(
         default=None, max_length=MAX_LIST
     )
+
+    # The membership label is the pool operator's output; selecting on it would make a pool's
+    # nodes depend on themselves.
+    cel_rules: ClassVar = (
+        Rule(
+            _NOT_MEMBERSHIP_LABEL,
+            f"nodeSelector must not use the label {labels.POOL}: the pool operator writes it "
+            "from the selectors",
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _not_membership_label(self) -> NodeSelector:
+        keys = set(self.match_labels or ()) | {e.key for e in self.match_expressions or ()}
+        if labels.POOL in keys:
+            raise ValueError(self.cel_rules[0].message)
+        return self
 
 
 class PoolSpec(SluiceModel):
@@ -187,10 +212,25 @@ class PoolSpec(SluiceModel):
     )
 
 
-class PoolStatus(StatusModel):
-    """Per-resource totals (cpu, memory, nvidia.com/gpu, ephemeral-storage, nodes, pods)."""
+class PoolConditionType(StrEnum):
+    """Conditions the pool operator writes on a Pool."""
 
-    node_count: Count | None = None
+    SELECTOR_OVERLAP = "SelectorOverlap"
+    """True when some nodes this pool selects also match another pool (they go to `default`)."""
+
+
+class PoolReason(StrEnum):
+    NODES_IN_DEFAULT = "NodesInDefault"
+    NO_OVERLAP = "NoOverlap"
+
+
+class PoolStatus(StatusModel):
+    """Per-resource totals (cpu, memory, nvidia.com/gpu, ephemeral-storage, nodes, pods).
+
+    Writers (docs/admin.md): the scheduler writes capacity, allocatable, used, shared and pending;
+    the pool operator writes nodeCount, observedGeneration and conditions."""
+
+    node_count: Count | None = Field(default=None, description="Member nodes (pool operator).")
     capacity: ResourceList | None = None
     allocatable: ResourceList | None = None
     used: ResourceList | None = None
@@ -340,7 +380,10 @@ class QueueSpec(SluiceModel):
 
 
 class QueueConditionType(StrEnum):
-    VALID = "Valid"  # False when a rule spanning several queues is broken
+    VALID = "Valid"
+    """Written by the queue operator. `False` when a rule spanning several queues is broken
+    (reason: a `QueueReason`); the scheduler then treats the queue as Closed: it admits nothing
+    new, and nothing else is blocked."""
 
 
 class QueueReason(StrEnum):
@@ -353,7 +396,12 @@ class QueueReason(StrEnum):
 
 
 class QueueStatus(StatusModel):
-    state: QueueState | None = None
+    """Writers (docs/admin.md): the scheduler writes deserved, allocated, pending, inqueue and
+    running; the queue operator writes state, guaranteed, observedGeneration and conditions."""
+
+    state: QueueState | None = Field(
+        default=None, description="Open, Closing (closed, work still running) or Closed."
+    )
     deserved: ResourceList | None = Field(
         default=None, description="Fair share computed by the scheduler."
     )
