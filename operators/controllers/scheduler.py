@@ -6,50 +6,20 @@ Flags override `SLUICE_*` environment variables, which override the defaults of
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
 import logging
 from collections.abc import Sequence
-from typing import Any
 
 from operators.controllers.scheduler_loop import SchedulerOperator
 from operators.runtime import kubeconfig, logs
-from operators.runtime.settings import SchedulerSettings, env_name, settings_from
+from operators.runtime.settings import SchedulerSettings
+from operators.runtime.settings import parse_settings as parse
 
-
-def _flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m operators scheduler",
-        description="Sluice's embedded gang scheduler (binds pods with schedulerName sluice).",
-    )
-    for field in dataclasses.fields(SchedulerSettings):
-        kind = field.type if isinstance(field.type, str) else str(field.type)
-        help_text = f"(env {env_name(field.name)})"
-        if kind.startswith("bool"):
-            parser.add_argument(
-                _flag(field.name),
-                dest=field.name,
-                action=argparse.BooleanOptionalAction,
-                default=None,
-                help=help_text,
-            )
-        else:
-            conv: Any = (
-                int if kind.startswith("int") else float if kind.startswith("float") else str
-            )
-            parser.add_argument(
-                _flag(field.name), dest=field.name, type=conv, default=None, help=help_text
-            )
-    return parser
+PROG = "python -m operators scheduler"
+DESCRIPTION = "Sluice's embedded gang scheduler (binds pods with schedulerName sluice)."
 
 
 def parse_settings(argv: Sequence[str]) -> SchedulerSettings:
-    args, _unknown = build_parser().parse_known_args(list(argv))
-    return settings_from(vars(args))
+    return parse(SchedulerSettings, argv, PROG, DESCRIPTION)
 
 
 async def main(argv: Sequence[str]) -> int:

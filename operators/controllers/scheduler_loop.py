@@ -12,14 +12,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import signal
 import time
 from collections.abc import Awaitable
 from typing import Any
 
 from operators.controllers.scheduler_apply import DecisionApplier
 from operators.controllers.scheduler_status import StatusWriter, count_members
-from operators.runtime import kubeconfig
+from operators.runtime import kubeconfig, signals
 from operators.runtime import records as R
 from operators.runtime.binder import Binder
 from operators.runtime.cache import ChangeKind, SchedulerCache
@@ -113,10 +112,7 @@ class SchedulerOperator:
             limit=s.bind_concurrency + s.status_concurrency + 16,
             request_timeout=s.request_timeout_seconds,
         )
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.add_signal_handler(sig, self._stopping.set)
+        unsubscribe = signals.on_stop_signal(self._stopping.set)
 
         probes = ProbeServer(
             self.metrics.registry,
@@ -223,6 +219,7 @@ class SchedulerOperator:
             await probes.stop()
             await client.close()
             await lease_client.close()
+            unsubscribe()
         return exit_code
 
     def leading(self) -> bool:

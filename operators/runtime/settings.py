@@ -5,12 +5,14 @@ Every field has a docstring; `docs/operations.md` lists them with their flags an
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import os
 import socket
 import uuid
-from collections.abc import Mapping
-from typing import Any
+from argparse import ArgumentParser as ArgParser
+from collections.abc import Mapping, Sequence
+from typing import Any, TypeVar
 
 
 def default_identity() -> str:
@@ -89,8 +91,20 @@ class SchedulerSettings:
     """Python logging level name."""
 
 
+SHARED_FIELDS = frozenset({"kubeconfig", "context", "log_format", "log_level"})
+"""Fields every operator of one process shares (same flag, same variable); the others are prefixed
+with the operator's name when it asks for a prefix, so `all` can tell `--jobs-health-port` from
+the scheduler's `--metrics-port`."""
+
+T = TypeVar("T")
+
+
+def _kind(field: dataclasses.Field[Any]) -> str:
+    return field.type if isinstance(field.type, str) else getattr(field.type, "__name__", "")
+
+
 def _coerce(field: dataclasses.Field[Any], raw: str) -> Any:
-    kind = field.type if isinstance(field.type, str) else getattr(field.type, "__name__", "")
+    kind = _kind(field)
     if kind.startswith("bool"):
         return raw.strip().lower() in {"1", "true", "yes", "on"}
     if kind.startswith("int"):
@@ -100,19 +114,77 @@ def _coerce(field: dataclasses.Field[Any], raw: str) -> Any:
     return raw
 
 
-def env_name(field_name: str) -> str:
-    return "SLUICE_" + field_name.upper()
+def _prefixed(field_name: str, prefix: str) -> str:
+    if not prefix or field_name in SHARED_FIELDS:
+        return field_name
+    return f"{prefix}_{field_name}"
+
+
+def env_name(field_name: str, prefix: str = "") -> str:
+    return "SLUICE_" + _prefixed(field_name, prefix).upper()
+
+
+def flag_name(field_name: str, prefix: str = "") -> str:
+    return "--" + _prefixed(field_name, prefix).replace("_", "-")
+
+
+def load_settings(
+    cls: type[T],
+    overrides: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+    prefix: str = "",
+    defaults: Mapping[str, Any] | None = None,
+) -> T:
+    """The dataclass's defaults (or the caller's `defaults`), then `SLUICE_[<PREFIX>_]<FIELD>`
+    environment variables, then explicit overrides (flags; None means unset)."""
+    env = os.environ if environ is None else environ
+    values: dict[str, Any] = dict(defaults or {})
+    for field in dataclasses.fields(cls):  # type: ignore[arg-type]
+        raw = env.get(env_name(field.name, prefix))
+        if raw is not None and raw != "":
+            values[field.name] = _coerce(field, raw)
+    values.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    return cls(**values)
+
+
+def settings_parser(cls: type[Any], prog: str, description: str, prefix: str = "") -> ArgParser:
+    """One flag per field of the settings dataclass `cls` (booleans as --x/--no-x)."""
+    parser = ArgParser(prog=prog, description=description)
+    for field in dataclasses.fields(cls):
+        kind = _kind(field)
+        help_text = f"(env {env_name(field.name, prefix)})"
+        flag = flag_name(field.name, prefix)
+        if kind.startswith("bool"):
+            parser.add_argument(
+                flag,
+                dest=field.name,
+                action=argparse.BooleanOptionalAction,
+                default=None,
+                help=help_text,
+            )
+        else:
+            conv: Any = (
+                int if kind.startswith("int") else float if kind.startswith("float") else str
+            )
+            parser.add_argument(flag, dest=field.name, type=conv, default=None, help=help_text)
+    return parser
+
+
+def parse_settings(
+    cls: type[T],
+    argv: Sequence[str],
+    prog: str,
+    description: str,
+    prefix: str = "",
+    defaults: Mapping[str, Any] | None = None,
+) -> T:
+    """Settings from flags (unknown flags belong to other operators under `all`), env, defaults."""
+    args, _unknown = settings_parser(cls, prog, description, prefix).parse_known_args(list(argv))
+    return load_settings(cls, vars(args), prefix=prefix, defaults=defaults)
 
 
 def settings_from(
     overrides: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None
 ) -> SchedulerSettings:
-    """Defaults, then `SLUICE_<FIELD>` environment variables, then explicit overrides (flags)."""
-    env = os.environ if environ is None else environ
-    values: dict[str, Any] = {}
-    for field in dataclasses.fields(SchedulerSettings):
-        raw = env.get(env_name(field.name))
-        if raw is not None and raw != "":
-            values[field.name] = _coerce(field, raw)
-    values.update({k: v for k, v in (overrides or {}).items() if v is not None})
-    return SchedulerSettings(**values)
+    """The scheduler's settings: defaults, then `SLUICE_<FIELD>` variables, then overrides."""
+    return load_settings(SchedulerSettings, overrides, environ)

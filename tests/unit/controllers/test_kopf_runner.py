@@ -1,0 +1,67 @@
+"""Settings and kopf defaults of the kopf operator runner (running it is e2e/test_kopf_runner.py)."""
+
+from __future__ import annotations
+
+import logging
+
+import kopf
+import pytest
+
+from operators.controllers.kopf_runner import (
+    KopfOperator,
+    KopfSettings,
+    OperatorContext,
+    connection_info,
+    kopf_settings,
+    parse,
+)
+from operators.runtime.kubeconfig import Connection
+
+
+def _nothing(registry: kopf.OperatorRegistry, ctx: OperatorContext) -> None:
+    return None
+
+
+OP = KopfOperator("jobs", _nothing, health_port=8081)
+
+
+def test_flags_are_prefixed_except_shared_ones(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SLUICE_JOBS_NAMESPACES", "team-a")
+    monkeypatch.setenv("SLUICE_LOG_LEVEL", "DEBUG")
+    s = parse(OP, ["--kubeconfig=/k", "--jobs-request-timeout-seconds=5", "--metrics-port=1"])
+    assert s.kubeconfig == "/k"
+    assert s.request_timeout_seconds == 5.0
+    assert s.namespaces == "team-a"
+    assert s.log_level == "DEBUG"
+    assert s.health_port == 8081  # the operator's default
+    assert parse(OP, ["--jobs-health-port=0"]).health_port == 0
+
+
+def test_kopf_defaults_standalone_own_prefix_no_sigkill() -> None:
+    ks = kopf_settings(OP, KopfSettings(event_level="ERROR", request_timeout_seconds=7))
+    assert ks.peering.standalone is True
+    assert ks.process.ultimate_exiting_timeout is None
+    assert ks.persistence.finalizer == "jobs.sluice.dev/finalizer"
+    assert ks.posting.level == logging.ERROR
+    assert ks.networking.request_timeout == 7
+
+
+def test_operator_configure_runs_last() -> None:
+    def quiet(ks: kopf.OperatorSettings) -> None:
+        ks.posting.enabled = False
+
+    ks = kopf_settings(KopfOperator("x", _nothing, configure=quiet), KopfSettings())
+    assert ks.posting.enabled is False
+
+
+def test_connection_info_from_runtime_connection() -> None:
+    info = connection_info(
+        Connection(server="https://h:6443", ca_file="/ca", token="t", default_namespace="ns")
+    )
+    assert (info.server, info.ca_path, info.token, info.scheme) == (
+        "https://h:6443",
+        "/ca",
+        "t",
+        "Bearer",
+    )
+    assert info.default_namespace == "ns"
