@@ -1,5 +1,9 @@
 """PodGroup, Queue and Pool status as the scheduler sees it, written coalesced.
 
+The scheduler writes only the status fields it computes; the pool, queue and podgroup operators
+own the rest (docs/admin.md has the table). Every write is a JSON merge patch naming only the
+writer's own fields, so two writers never overwrite each other.
+
 Each cycle computes the desired status of every live group from the cache and the session's
 output, compares it with what the API already holds (as last seen by the watch), and writes only
 what differs: at most one merge-patch per object per cycle, none when nothing changed. Messages
@@ -20,6 +24,7 @@ from typing import Any
 import aiohttp
 
 from operators.api.quantity import format_quantity
+from operators.controllers import podgroup_phase
 from operators.runtime import records as R
 from operators.runtime.cache import FINISHED_PHASES, SchedulerCache
 from operators.runtime.client import ApiError, KubeClient
@@ -301,8 +306,17 @@ class StatusWriter:
             if grp.phase in FINISHED_PHASES or rec.uid in self._in_flight:
                 continue
             counts = count_members(self.cache, rec.uid)
-            phase = next_phase(grp.phase, decided.get(rec.uid), grp.min_member, counts)
             old = dict(rec.status)
+            stopped = podgroup_phase.count(m.phase for m in self.cache.members(rec.uid))
+            if podgroup_phase.finished_phase(grp.min_member, stopped) is not None:
+                # Every member stopped: the phase is the podgroup operator's; only the counts
+                # are ours.
+                tally = {"running": counts.running, "pending": counts.pending}
+                if any(old.get(k) != v for k, v in tally.items()):
+                    self._spawn(rec.uid, _group_status_path(key), {"status": tally})
+                    written += 1
+                continue
+            phase = next_phase(grp.phase, decided.get(rec.uid), grp.min_member, counts)
             desired: dict[str, Any] = {
                 "phase": phase.value,
                 "running": counts.running,
@@ -333,8 +347,7 @@ class StatusWriter:
                 if now - last < self._message_interval:
                     continue
             self._last_message_write[rec.uid] = now
-            path = f"{API}/namespaces/{key[0]}/podgroups/{key[1]}/status"
-            self._spawn(rec.uid, path, {"status": desired})
+            self._spawn(rec.uid, _group_status_path(key), {"status": desired})
             written += 1
         return written
 
@@ -357,7 +370,6 @@ class StatusWriter:
             if name not in self.cache.pools:
                 continue
             body = {
-                "nodeCount": ps.nodes,
                 "capacity": format_resources(ps.capacity),
                 "allocatable": format_resources(ps.allocatable),
                 "used": format_resources(ps.used),
@@ -428,6 +440,10 @@ class StatusWriter:
     async def drain(self) -> None:
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+def _group_status_path(key: tuple[str, str]) -> str:
+    return f"{API}/namespaces/{key[0]}/podgroups/{key[1]}/status"
 
 
 def _forget_missing(last: dict[str, Any], live: Mapping[str, Any]) -> None:

@@ -16,7 +16,7 @@ from operators.controllers.scheduler_status import (
 from operators.runtime.metrics import SchedulerMetrics
 from operators.scheduler import decisions as D
 from operators.scheduler import snapshot as S
-from operators.scheduler.session import SessionResult
+from operators.scheduler.session import PoolStatus, SessionResult
 
 from .factories import pod, podgroup
 from .test_cache import Harness
@@ -139,3 +139,46 @@ async def test_waiting_plain_pods_get_podscheduled_false_with_the_reason() -> No
     assert writer.write_pod_reasons(result, 200.0, "2026-01-01T00:01:40Z") == []
     await writer.drain()
     assert len(api.patches) == 1
+
+
+class MergeRecorder:
+    """A narrow stand-in for the client's merge patch of status subresources."""
+
+    def __init__(self) -> None:
+        self.patches: list[tuple[str, dict[str, Any]]] = []
+
+    async def merge_patch(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        self.patches.append((path, body))
+        return {}
+
+
+async def test_the_phase_of_a_group_whose_pods_all_stopped_is_left_to_the_operator() -> None:
+    h = Harness()
+    h.group(podgroup("done", min_member=2, status={"phase": "Running", "running": 2}))
+    h.group(podgroup("live", min_member=1, status={"phase": "Inqueue"}))
+    for i in range(2):
+        h.pod(pod(f"done-{i}", group="done", node="n1", phase="Succeeded"))
+    h.pod(pod("live-0", group="live", node="n1", phase="Running"))
+    api = MergeRecorder()
+    fake: Any = api
+    writer = StatusWriter(fake, h.cache, SchedulerMetrics(), concurrency=2)
+    writer.write_groups(SessionResult(decisions=(), explanations={}), 0.0, "t")
+    await writer.drain()
+    bodies = {path.rsplit("/", 2)[-2]: body["status"] for path, body in api.patches}
+    # Only the counts for the stopped group (Completed is the podgroup operator's to write).
+    assert bodies["done"] == {"running": 0, "pending": 0}
+    assert bodies["live"]["phase"] == "Running"
+
+
+async def test_pool_status_leaves_the_operators_fields_alone() -> None:
+    h = Harness()
+    api = MergeRecorder()
+    fake: Any = api
+    writer = StatusWriter(fake, h.cache, SchedulerMetrics(), concurrency=2)
+    h.cache.on_pool("ADDED", ("", "gpu"), S.Pool(name="gpu"), None)
+    empty: dict[str, int] = {}
+    writer.write_pools({"gpu": PoolStatus(empty, empty, empty, empty, empty, nodes=3)})
+    await writer.drain()
+    ((path, body),) = api.patches
+    assert path.endswith("/pools/gpu/status")
+    assert set(body["status"]) == {"capacity", "allocatable", "used", "shared", "pending"}

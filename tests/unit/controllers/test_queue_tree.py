@@ -1,0 +1,122 @@
+"""The queue operator's tree rules (operators/controllers/queue_tree.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from operators.api.scheduling import QueueReason, QueueSpecState, QueueState
+from operators.controllers.queue_tree import (
+    QueueObject,
+    map_patch,
+    observed_state,
+    queue_status_patch,
+    validate,
+)
+
+
+def q(
+    name: str,
+    parent: str | None = "root",
+    guarantee: Mapping[str, int] | None = None,
+    capability: Mapping[str, int] | None = None,
+    created: float = 0.0,
+    state: QueueSpecState = QueueSpecState.OPEN,
+    status: Mapping[str, Any] | None = None,
+) -> QueueObject:
+    return QueueObject(
+        name=name,
+        parent=parent,
+        guarantee=guarantee or {},
+        capability=capability or {},
+        spec_state=state,
+        created=created,
+        generation=1,
+        status=status or {},
+    )
+
+
+def tree(*queues: QueueObject) -> dict[str, QueueObject]:
+    return {x.name: x for x in queues}
+
+
+def test_three_levels_that_fit_are_valid() -> None:
+    verdicts = validate(
+        tree(
+            q("org", guarantee={"gpu": 32}),
+            q("team", "org", guarantee={"gpu": 16}),
+            q("proj", "team", guarantee={"gpu": 8}),
+        )
+    )
+    assert {n: v.valid for n, v in verdicts.items()} == {"org": True, "team": True, "proj": True}
+
+
+def test_missing_parent_flags_only_that_queue() -> None:
+    verdicts = validate(tree(q("org"), q("orphan", "nope"), q("kid", "orphan")))
+    assert verdicts["orphan"].reason is QueueReason.PARENT_NOT_FOUND
+    assert "nope" in verdicts["orphan"].message
+    assert verdicts["org"].valid
+    assert verdicts["kid"].valid
+
+
+def test_cycle_flags_its_members() -> None:
+    verdicts = validate(tree(q("a", "b"), q("b", "a"), q("c")))
+    assert verdicts["a"].reason is QueueReason.PARENT_CYCLE
+    assert verdicts["b"].reason is QueueReason.PARENT_CYCLE
+    assert "a -> b -> a" in verdicts["a"].message or "b -> a -> b" in verdicts["a"].message
+    assert verdicts["c"].valid
+
+
+def test_the_newest_child_that_overflows_the_parent_guarantee_is_flagged() -> None:
+    verdicts = validate(
+        tree(
+            q("org", guarantee={"gpu": 10}),
+            q("old", "org", guarantee={"gpu": 6}, created=1),
+            q("greedy", "org", guarantee={"gpu": 6}, created=3),
+            q("small", "org", guarantee={"gpu": 4}, created=2),
+            q("cpu-only", "org", guarantee={"cpu": 100_000}, created=4),
+        )
+    )
+    assert verdicts["greedy"].reason is QueueReason.GUARANTEE_OVERCOMMITTED
+    assert "gpu: 10 already guaranteed to siblings + 6 > 10" in verdicts["greedy"].message
+    assert [n for n, v in verdicts.items() if not v.valid] == ["greedy"]
+
+
+def test_parent_capability_bounds_children_when_it_guarantees_nothing() -> None:
+    verdicts = validate(
+        tree(q("org", capability={"gpu": 4}), q("kid", "org", guarantee={"gpu": 5}))
+    )
+    assert not verdicts["kid"].valid
+    # root bounds nothing: the cluster does.
+    assert validate(tree(q("big", guarantee={"gpu": 10_000})))["big"].valid
+
+
+def test_state_table_closing_waits_for_admitted_work() -> None:
+    closed = QueueSpecState.CLOSED
+    assert observed_state(q("a", state=closed, status={"running": 1})) is QueueState.CLOSING
+    assert observed_state(q("a", state=closed, status={"inqueue": 2})) is QueueState.CLOSING
+    assert observed_state(q("a", state=closed, status={"pending": 5})) is QueueState.CLOSED
+    assert observed_state(q("a", status={"running": 1})) is QueueState.OPEN
+
+
+def test_status_patch_only_when_changed_and_invalid_queues_guarantee_nothing() -> None:
+    queue = q("a", guarantee={"cpu": 1000})
+    (verdict,) = validate(tree(queue)).values()
+    patch = queue_status_patch(queue, verdict, {"cpu": "1"}, "t1")
+    assert patch is not None
+    assert patch["state"] == "Open"
+    assert patch["guaranteed"] == {"cpu": "1"}
+    assert patch["conditions"][0]["status"] == "True"
+    written = q("a", guarantee={"cpu": 1000}, status=patch)
+    assert queue_status_patch(written, verdict, {"cpu": "1"}, "t2") is None
+    broken = validate(tree(q("a", "gone", status=patch)))["a"]
+    patch2 = queue_status_patch(q("a", "gone", status=patch), broken, {"cpu": "1"}, "t3")
+    assert patch2 is not None
+    assert patch2["guaranteed"] is None
+    assert patch2["conditions"][0]["reason"] == "ParentNotFound"
+    assert patch2["conditions"][0]["lastTransitionTime"] == "t3"
+
+
+def test_map_patch_nulls_keys_that_went_away() -> None:
+    assert map_patch({"cpu": "1", "memory": "2Gi"}, {"cpu": "2"}) == {"cpu": "2", "memory": None}
+    assert map_patch({"cpu": "1"}, {}) is None
