@@ -323,6 +323,7 @@ class DecisionApplier:
         if rec is None or rec.nominated_node == decision.node:
             return 0
         path = f"/api/v1/namespaces/{rec.namespace}/pods/{rec.name}/status"
+        self.cache.expect_nomination(rec.uid, decision.node)
         self._spawn(self._patch_quietly(path, {"status": {"nominatedNodeName": decision.node}}))
         return 1
 

@@ -56,6 +56,7 @@ class SchedulerOperator:
         self._last_result: SessionResult | None = None
         self.cycles = 0
         self._relists_seen: dict[str, int] = {}
+        self._triggers_seen: dict[str, int] = {}
         self.informers: list[Informer[Any]] = []
         self.elector: LeaderElector | None = None
         self.ready = False
@@ -291,6 +292,7 @@ class SchedulerOperator:
                     R.rfc3339(now),
                     only=dirty,
                 )
+                self._export_triggers()
 
     async def cycle(self, applier: DecisionApplier, status: StatusWriter) -> None:
         t0 = time.perf_counter()
@@ -339,6 +341,7 @@ class SchedulerOperator:
         for queue, n in self.cache.pending_by_queue().items():
             m.pending_pods.labels(queue=queue).set(n)
         m.assumed_pods.set(len(self.cache.assumed))
+        self._export_triggers()
         for informer in self.informers:
             name = informer.kind.name
             m.cache_objects.labels(kind=name).set(len(informer.store))
@@ -362,6 +365,13 @@ class SchedulerOperator:
                 t2 - t1,
                 t3 - t2,
             )
+
+    def _export_triggers(self) -> None:
+        for cause, n in self.cache.triggers.items():
+            new = n - self._triggers_seen.get(cause, 0)
+            if new:
+                self.metrics.triggers.labels(cause=cause).inc(new)
+                self._triggers_seen[cause] = n
 
     async def _repair_half_bound(
         self, applier: DecisionApplier, bound_now: set[str], now: float

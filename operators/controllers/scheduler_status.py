@@ -347,6 +347,7 @@ class StatusWriter:
                 if now - last < self._message_interval:
                     continue
             self._last_message_write[rec.uid] = now
+            self.cache.expect_group_status(rec.uid, desired)
             self._spawn(rec.uid, _group_status_path(key), {"status": desired})
             written += 1
         return written

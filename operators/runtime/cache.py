@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 from typing import Literal
@@ -27,6 +27,8 @@ log = logging.getLogger(__name__)
 
 ChangeKind = Literal["schedule", "status"]
 """`schedule`: a session may decide differently now; `status`: only group statuses may change."""
+SELF_WRITE = "own-write"
+"""Cause counted (in `SchedulerCache.triggers`) for a watch event that only echoes our own write."""
 FINISHED_PHASES = (S.GroupPhase.COMPLETED, S.GroupPhase.FAILED)
 
 
@@ -71,6 +73,18 @@ class SchedulerCache:
         # PodGroups whose members or object changed since the last status pass.
         self.dirty_groups: set[Key] = set()
 
+        # What the scheduler itself last wrote, so that the watch's echo of that write is not
+        # taken for news: a session already decided it, and re-running one on its own output
+        # decides nothing new (while holding the GIL the binder needs).
+        self._own_group_status: dict[str, tuple[S.GroupPhase, S.PreemptionMark | None]] = {}
+        self._own_nomination: dict[str, str] = {}  # pod uid -> nominatedNodeName we wrote
+        # Why sessions were asked for, by cause (and SELF_WRITE: echoes that asked for none).
+        self.triggers: Counter[str] = Counter()
+
+    def _schedule(self, cause: str) -> None:
+        self.triggers[cause] += 1
+        self._notify("schedule")
+
     # ----------------------------------------------------------------------------------------
     # classification
     # ----------------------------------------------------------------------------------------
@@ -102,7 +116,7 @@ class SchedulerCache:
             self._dirty_nodes.add(name)
         # Heartbeats change nothing the translated record holds: equal records are not a change.
         if new != old:
-            self._notify("schedule")
+            self._schedule("node")
 
     def on_pod(
         self, kind: EventType, key: Key, new: R.PodRecord | None, old: R.PodRecord | None
@@ -115,7 +129,11 @@ class SchedulerCache:
         if new is None:
             if old is not None:
                 self.assumed.pop(old.uid, None)
-                self._notify("schedule" if old.holds_resources or self._managed(old) else "status")
+                self._own_nomination.pop(old.uid, None)
+                if old.holds_resources or self._managed(old):
+                    self._schedule("pod-gone")
+                else:
+                    self._notify("status")
             return
         self._index_pod(new)
         assumption = self.assumed.get(new.uid)
@@ -126,16 +144,33 @@ class SchedulerCache:
             return
         self._rebuild_pod(new)
         if old is None:
-            relevant = self._managed(new) and not new.node_name
+            if self._managed(new) and not new.node_name:
+                self._schedule("pod-new")
+            else:
+                self._notify("status")
+            return
+        if (
+            old.node_name != new.node_name
+            or old.deleting != new.deleting
+            or old.requests != new.requests
+            or old.group_name != new.group_name
+        ):
+            self._schedule("pod-changed")
+        elif not new.node_name and self._managed(new) and old != new:
+            if self._own_nomination_only(old, new):
+                self.triggers[SELF_WRITE] += 1
+                self._notify("status")
+            else:
+                self._schedule("pod-changed")
         else:
-            relevant = (
-                old.node_name != new.node_name
-                or old.deleting != new.deleting
-                or old.requests != new.requests
-                or old.group_name != new.group_name
-                or (not new.node_name and self._managed(new) and old != new)
-            )
-        self._notify("schedule" if relevant else "status")
+            self._notify("status")
+
+    def _own_nomination_only(self, old: R.PodRecord, new: R.PodRecord) -> bool:
+        """The pod differs from before only by the nominatedNodeName we wrote ourselves."""
+        return (
+            self._own_nomination.get(new.uid) == new.nominated_node
+            and dataclasses.replace(old, nominated_node=new.nominated_node) == new
+        )
 
     def on_podgroup(
         self, kind: EventType, key: Key, new: R.GroupRecord | None, old: R.GroupRecord | None
@@ -156,19 +191,50 @@ class SchedulerCache:
                 rec = self.pods.get(uid)
                 if rec is not None:
                     self._rebuild_pod(rec)
-        if old is None or new is None or old.group != new.group:
-            self._notify("schedule")
+        if new is None:
+            if old is not None:
+                self._own_group_status.pop(old.uid, None)
+            self._schedule("podgroup")
+        elif old is None:
+            self._schedule("podgroup")
+        elif old.group != new.group:
+            if self._own_status_only(old, new):
+                self.triggers[SELF_WRITE] += 1
+            else:
+                self._schedule("podgroup")
+
+    def _own_status_only(self, old: R.GroupRecord, new: R.GroupRecord) -> bool:
+        """Only the status fields the core reads (phase, delayed-preemption mark) changed, and
+        to exactly what this scheduler wrote last: the echo of our own status write."""
+        expected = self._own_group_status.get(new.uid)
+        grp = new.group
+        if expected is None or expected != (grp.phase, grp.preemption):
+            return False
+        unchanged = dataclasses.replace(grp, phase=old.group.phase, preemption=old.group.preemption)
+        return unchanged == old.group and new.priority_class == old.priority_class
+
+    def expect_group_status(self, group_uid: str, status: Mapping[str, object]) -> None:
+        """Called just before the scheduler patches a PodGroup's status with `status`."""
+        try:
+            phase = S.GroupPhase(str(status.get("phase") or "Pending"))
+        except ValueError:
+            return
+        self._own_group_status[group_uid] = (phase, R.preemption_mark(status))
+
+    def expect_nomination(self, pod_uid: str, node: str) -> None:
+        """Called just before the scheduler patches a pod's status.nominatedNodeName."""
+        self._own_nomination[pod_uid] = node
 
     def on_queue(self, kind: EventType, key: Key, new: S.Queue | None, old: S.Queue | None) -> None:
-        self._simple(self.queues, key[1], new, old)
+        self._simple("queue", self.queues, key[1], new, old)
 
     def on_pool(self, kind: EventType, key: Key, new: S.Pool | None, old: S.Pool | None) -> None:
-        self._simple(self.pools, key[1], new, old)
+        self._simple("pool", self.pools, key[1], new, old)
 
     def on_topology(
         self, kind: EventType, key: Key, new: S.Topology | None, old: S.Topology | None
     ) -> None:
-        self._simple(self.topologies, key[1], new, old)
+        self._simple("topology", self.topologies, key[1], new, old)
 
     def on_priority_class(
         self, kind: EventType, key: Key, new: int | None, old: int | None
@@ -180,7 +246,7 @@ class SchedulerCache:
         if new != old:
             for uid, grp_key in self._group_key_by_uid.items():
                 self._explicit[uid] = self._resolve_group(self.groups[grp_key])
-            self._notify("schedule")
+            self._schedule("priorityclass")
 
     def on_budget(
         self,
@@ -194,10 +260,11 @@ class SchedulerCache:
         else:
             self.budgets[key] = new
         if new != old:
-            self._notify("schedule")
+            self._schedule("budget")
 
     def _simple(
         self,
+        cause: str,
         store: dict[str, S.Queue] | dict[str, S.Pool] | dict[str, S.Topology],
         name: str,
         new: object,
@@ -207,8 +274,10 @@ class SchedulerCache:
             store.pop(name, None)
         else:
             store[name] = new  # type: ignore[assignment]
+        # Queue/Pool records hold no status the scheduler writes, so our status writes compare
+        # equal here and start nothing.
         if new != old:
-            self._notify("schedule")
+            self._schedule(cause)
 
     # ----------------------------------------------------------------------------------------
     # indexes and per-object pieces
@@ -349,7 +418,7 @@ class SchedulerCache:
         rec = self.pods.get(pod_uid)
         if rec is not None:
             self._rebuild_pod(rec)
-        self._notify("schedule")
+        self._schedule("binding-forgotten")
 
     def expire_assumptions(
         self, now: float, ttl: float, in_flight_grace: float | None = None

@@ -100,6 +100,14 @@ class SchedulerMetrics:
             ["kind"],
             registry=r,
         )
+        self.triggers = Counter(
+            "sluice_cycle_triggers_total",
+            "Watch events that asked for a scheduling session, by cause (node, pod-new, "
+            "pod-changed, pod-gone, podgroup, ...); own-write counts echoes of the scheduler's "
+            "own writes, which ask for none.",
+            ["cause"],
+            registry=r,
+        )
         self.is_leader = Gauge(
             "sluice_leader", "1 while this process holds the scheduler lease.", registry=r
         )

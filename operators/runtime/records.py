@@ -418,7 +418,7 @@ class GroupRecord:
     units: tuple[int, tuple[str, ...]] | None  # (pods per unit, replica types) from networkTopology
 
 
-def _preemption_mark(
+def preemption_mark(
     status: Mapping[str, Any], resolve_peer: Callable[[str], str] | None = None
 ) -> S.PreemptionMark | None:
     """Delayed preemption is stored in the API (status.preemption) so it survives restarts.
@@ -505,7 +505,7 @@ def podgroup(obj: JsonDict) -> GroupRecord:
         overcommit=_bool(annotations.get(L.OVERCOMMIT, spec.get("overcommit", False))),
         preemption_grace=_delay(grace),
         phase=phase,
-        preemption=_preemption_mark(status),
+        preemption=preemption_mark(status),
         max_unavailable=_int(max_unavailable) if max_unavailable is not None else None,
     )
     return GroupRecord(
