@@ -76,6 +76,7 @@ REPLICA_TYPE_PATTERN = r"^[A-Za-z]([A-Za-z0-9-]{0,30}[A-Za-z0-9])?$"
 
 class JobPhase(StrEnum):
     PENDING = "Pending"
+    INQUEUE = "Inqueue"  # the PodGroup is admitted (quota reserved); pods are being created
     RUNNING = "Running"
     RESTARTING = "Restarting"
     COMPLETING = "Completing"
@@ -98,6 +99,7 @@ class TaskPhase(StrEnum):
 
 class ReplicaPhase(StrEnum):
     PENDING = "Pending"
+    SCHEDULED = "Scheduled"  # bound to a node, not running yet
     RUNNING = "Running"
     SUCCEEDED = "Succeeded"
     FAILED = "Failed"
@@ -109,6 +111,9 @@ class ReplicaPhase(StrEnum):
 
 class JobConditionType(StrEnum):
     VALID = "Valid"  # False for spec problems admission cannot see (dependsOn cycles)
+    SUSPENDED = "Suspended"  # spec.suspend is true and the job's pods are gone or going
+    PRIVILEGED = "Privileged"  # mirrored from the PodGroup: a preemptor waiting for victims
+    WILL_EVICT = "WillEvict"  # mirrored from the PodGroup: will be evicted at a deadline
 
 
 class JobReason(StrEnum):
@@ -261,6 +266,11 @@ class JobSpecBase(SluiceModel):
         ge=0,
         le=7 * 86400,
         description="Grace period between being chosen as a victim and eviction.",
+    )
+    suspend: bool | None = Field(
+        default=None,
+        description="true stops the job's pods (phase Aborted); false again resumes it "
+        '(`kubectl patch --type merge -p \'{"spec":{"suspend":true}}\'`).',
     )
 
 
@@ -558,6 +568,11 @@ class HybridJobSpec(JobSpecBase):
 class Transition(StatusModel):
     """One state change at any of the three levels, as also posted as an Event and to hooks."""
 
+    seq: int | None = Field(
+        default=None,
+        ge=1,
+        description="Position in the job's transition log: 1, 2, 3... without gaps, per job uid.",
+    )
     level: TransitionLevel
     name: str = Field(description="Job name, task name, or pod name.")
     from_: str | None = Field(default=None, alias="from")
@@ -619,6 +634,22 @@ class JobStatusBase(StatusModel):
     transitions: list[Transition] | None = Field(
         default=None, description="Most recent transitions, newest last (bounded)."
     )
+    transition_seq: Count | None = Field(
+        default=None, description="seq of the newest transition ever recorded for this job."
+    )
+    transitions_delivered: Count | None = Field(
+        default=None,
+        description="Transitions up to this seq are delivered to the job's hooks (written by "
+        "the events operator); newer ones are kept in `transitions` until they are.",
+    )
+    transitions_dropped: Count | None = Field(
+        default=None,
+        description="Undelivered transitions that did not fit the window (0 unless a sink is "
+        "down for very long).",
+    )
+    max_replicas: Count | None = Field(
+        default=None, description="Pods the job may grow to (sum over its tasks)."
+    )
     preemption: PreemptionStatus | None = None
     observed_generation: int | None = None
     conditions: Conditions | None = None
@@ -635,6 +666,8 @@ class HybridJobStatus(JobStatusBase):
 _JOB_COLUMNS = (
     PrinterColumn("Phase", ".status.phase"),
     PrinterColumn("Running", ".status.running", "integer"),
+    PrinterColumn("Min", ".status.minAvailable", "integer"),
+    PrinterColumn("Max", ".status.maxReplicas", "integer"),
     PrinterColumn("Succeeded", ".status.succeeded", "integer"),
     PrinterColumn("Failed", ".status.failed", "integer"),
     PrinterColumn("Queue", ".spec.queue"),
@@ -650,11 +683,7 @@ class VCJob(Resource):
     plural: ClassVar = "vcjobs"
     scope: ClassVar = "Namespaced"
     short_names: ClassVar = ("vcj",)
-    printer_columns: ClassVar = (
-        _JOB_COLUMNS[0],
-        PrinterColumn("MinAvailable", ".spec.minAvailable", "integer"),
-        *_JOB_COLUMNS[1:],
-    )
+    printer_columns: ClassVar = _JOB_COLUMNS
 
     api_version: Literal["batch.sluice.dev/v1alpha1"] = API_VERSION
     kind: Literal["VCJob"] = "VCJob"

@@ -1,0 +1,283 @@
+"""The job core end to end without a cluster: phases, pods, policies, elastic replicas, the log."""
+
+from __future__ import annotations
+
+from operators.api.batch import JobPhase as J
+from operators.jobs.observed import GroupObs
+from operators.jobs.translog import WINDOW
+
+from .sim import Sim, hybridjob, template, vcjob
+
+
+def two_tasks(**extra: object) -> Sim:
+    return Sim(
+        vcjob(
+            tasks=[
+                {"name": "ps", "replicas": 2, "template": template()},
+                {"name": "worker", "replicas": 3, "minAvailable": 2, "template": template()},
+            ],
+            **extra,
+        )
+    )
+
+
+def test_pods_only_after_admission_then_running_then_completed() -> None:
+    sim = two_tasks()
+    plan = sim.step()
+    assert sim.phase == J.PENDING
+    assert plan.create == []
+    assert plan.status["podGroup"] == "j"
+    plan = sim.admit()
+    assert sim.phase == J.INQUEUE
+    assert sorted(sim.pods) == ["j-ps-0", "j-ps-1", "j-worker-0", "j-worker-1", "j-worker-2"]
+    sim.run_all()
+    sim.step()
+    assert sim.phase == J.RUNNING
+    for name in sim.pods:
+        sim.set(name, "Succeeded")
+    plan = sim.step()
+    assert sim.phase == J.COMPLETED
+    assert sim.job_path() == ["Pending", "Inqueue", "Running", "Completed"]
+    assert plan.status["succeeded"] == 5
+    assert {t["name"]: t["phase"] for t in plan.status["tasks"]} == {
+        "ps": "Completed",
+        "worker": "Completed",
+    }
+
+
+def test_repeated_steps_never_duplicate_a_pod() -> None:
+    sim = two_tasks()
+    sim.admit()
+    for _ in range(3):
+        assert sim.step().create == []
+
+
+def test_main_task_completes_the_job_while_others_run() -> None:
+    sim = Sim(
+        vcjob(
+            tasks=[
+                {"name": "ps", "replicas": 2, "template": template()},
+                {
+                    "name": "main",
+                    "replicas": 1,
+                    "dependsOn": {"name": ["ps"]},
+                    "policies": [{"event": "TaskCompleted", "action": "CompleteJob"}],
+                    "template": template(),
+                },
+            ]
+        )
+    )
+    sim.admit()
+    assert sorted(sim.pods) == ["j-ps-0", "j-ps-1"]  # main waits for its dependency
+    sim.run_all("ps")
+    sim.step()
+    assert "j-main-0" in sim.pods
+    sim.set("j-main-0", "Running")
+    sim.step()
+    sim.set("j-main-0", "Succeeded")
+    plan = sim.step()
+    assert sim.phase in (J.COMPLETING, J.COMPLETED)
+    assert {p.name for p in plan.delete} == {"j-ps-0", "j-ps-1"}
+    assert "TaskCompleted (task main)" in plan.status["message"]
+    sim.step()
+    assert sim.phase == J.COMPLETED
+    assert "j-main-0" in sim.pods  # finished pods stay for their logs
+
+
+def test_restart_task_on_exit_code_then_failed_after_max_retry() -> None:
+    sim = Sim(
+        vcjob(
+            maxRetry=2,
+            tasks=[
+                {
+                    "name": "w",
+                    "replicas": 2,
+                    "policies": [{"exitCode": 3, "action": "RestartTask"}],
+                    "template": template(),
+                }
+            ],
+        )
+    )
+    sim.admit()
+    for attempt in (1, 2):
+        sim.run_all()
+        sim.step()
+        assert sim.phase == J.RUNNING
+        sim.set("j-w-0", "Failed", exit_code=3)
+        plan = sim.step()
+        assert plan.memory.retry_count == attempt
+        assert any(e.reason == "RestartTask" for e in plan.events)
+        sim.step()  # the task's pods are gone: Restarting -> Pending -> Inqueue, pods again
+        assert sorted(sim.pods) == ["j-w-0", "j-w-1"]
+    sim.run_all()
+    sim.step()
+    sim.set("j-w-1", "Failed", exit_code=3)
+    plan = sim.step()
+    assert sim.phase == J.FAILED
+    assert plan.status["reason"] == "MaxRetryExceeded"
+    path = sim.job_path()
+    assert path[:4] == ["Pending", "Inqueue", "Running", "Restarting"]
+    assert path[-1] == "Failed"
+    seqs = [t.seq for p in sim.plans for t in p.transitions]
+    assert seqs == list(range(1, len(seqs) + 1))
+
+
+def test_other_exit_codes_do_not_match() -> None:
+    sim = Sim(
+        vcjob(
+            tasks=[
+                {
+                    "name": "w",
+                    "replicas": 1,
+                    "policies": [{"exitCode": 3, "action": "RestartTask"}],
+                    "template": template(),
+                }
+            ],
+        )
+    )
+    sim.admit()
+    sim.run_all()
+    sim.step()
+    sim.set("j-w-0", "Failed", exit_code=1)
+    sim.step()
+    assert sim.phase == J.FAILED
+    assert sim.memory.retry_count == 0
+
+
+def test_restart_job_bumps_version_and_recreates_every_pod() -> None:
+    sim = two_tasks(policies=[{"event": "PodFailed", "action": "RestartJob"}])
+    sim.admit()
+    sim.run_all()
+    sim.step()
+    sim.set("j-ps-0", "Failed", exit_code=1)
+    plan = sim.step()
+    assert plan.memory.version == 1
+    assert len(plan.delete) == 5
+    sim.step()
+    assert sim.phase == J.INQUEUE
+    assert all(p.version == 1 for p in sim.pods.values())
+
+
+def test_elastic_hybridjob_group_spec_and_shrink_is_not_a_failure() -> None:
+    sim = Sim(
+        hybridjob(
+            maxRetry=1,
+            policies=[{"event": "PodEvicted", "action": "RestartJob"}],
+            replicaSpecs={
+                "PS": {"minReplicas": 1, "maxReplicas": 2, "priority": 10, "template": template()},
+                "Worker": {"minReplicas": 2, "maxReplicas": 8, "template": template()},
+            },
+        )
+    )
+    assert sim.job.elastic
+    assert sim.job.min_available == 3
+    assert sim.job.max_replicas == 10
+    sim.admit()
+    assert len(sim.pods) == 10
+    sim.run_all()
+    sim.step()
+    assert sim.phase == J.RUNNING
+    sim.evict("h-worker-7")  # the scheduler shrinks the surplus
+    plan = sim.step()
+    assert sim.phase == J.RUNNING
+    assert plan.memory.retry_count == 0
+    assert "h-worker-7" in sim.pods  # back, pending, waiting to grow again
+    replica_moves = [t for t in plan.transitions if t.name == "h-worker-7"]
+    assert replica_moves
+    assert replica_moves[0].reason == "Shrunk"
+    workers = next(t for t in plan.status["tasks"] if t["name"] == "Worker")
+    assert workers["replicas"] == 8
+    assert workers["running"] == 7
+    sim.evict("h-worker-0")  # part of the gang minimum: a real eviction
+    sim.step()
+    assert sim.phase in (J.RESTARTING, J.PENDING, J.INQUEUE)
+    assert sim.memory.retry_count == 1
+
+
+def test_dependency_cycle_is_a_condition_not_a_crash() -> None:
+    sim = two_tasks()
+    # Admission refuses cycles; an object that got past it (older CRD) still must not crash.
+    tasks = tuple(
+        t.__class__(**{**{f: getattr(t, f) for f in t.__slots__}, "depends_on": (other,)})
+        for t, other in zip(sim.job.tasks, ("worker", "ps"), strict=True)
+    )
+    sim.job = sim.job.__class__(
+        **{**{f: getattr(sim.job, f) for f in sim.job.__slots__}, "tasks": tasks}
+    )
+    plan = sim.admit()
+    assert plan.create == []
+    valid = next(c for c in plan.status["conditions"] if c["type"] == "Valid")
+    assert valid["status"] == "False"
+    assert valid["reason"] == "DependencyCycle"
+    assert any(e.type == "Warning" and e.reason == "DependencyCycle" for e in plan.events)
+
+
+def test_suspend_and_resume() -> None:
+    sim = two_tasks()
+    sim.admit()
+    sim.run_all()
+    sim.step()
+    sim.job = sim.job.__class__(
+        **{**{f: getattr(sim.job, f) for f in sim.job.__slots__}, "suspend": True}
+    )
+    plan = sim.step()
+    assert len(plan.delete) == 5
+    sim.step()
+    assert sim.phase == J.ABORTED
+    suspended = next(c for c in sim.plans[-1].status["conditions"] if c["type"] == "Suspended")
+    assert suspended["status"] == "True"
+    sim.job = sim.job.__class__(
+        **{**{f: getattr(sim.job, f) for f in sim.job.__slots__}, "suspend": False}
+    )
+    sim.step()
+    assert sim.phase in (J.INQUEUE, J.PENDING)
+    assert len(sim.pods) == 5
+
+
+def test_ttl_deletes_the_job_after_it_finished() -> None:
+    sim = two_tasks(ttlSecondsAfterFinished=30)
+    sim.admit()
+    for name in sim.pods:
+        sim.set(name, "Succeeded")
+    plan = sim.step()
+    assert sim.phase == J.COMPLETED
+    assert not plan.delete_job
+    assert plan.requeue_after is not None
+    assert 0 < plan.requeue_after <= 30
+    assert sim.step(31).delete_job
+
+
+def test_pod_pending_timeout_fires_at_its_deadline() -> None:
+    sim = two_tasks(policies=[{"event": "PodPending", "timeout": "60s", "action": "AbortJob"}])
+    plan = sim.admit()
+    plan = sim.step(10)
+    assert plan.requeue_after is not None
+    assert 45 < plan.requeue_after <= 60
+    sim.step(60)
+    assert sim.phase in (J.ABORTING, J.ABORTED)
+
+
+def test_privileged_and_will_evict_mirror_the_podgroup() -> None:
+    sim = two_tasks()
+    sim.admit()
+    sim.group = GroupObs(phase="Running", preemption_role="WillEvict", preemption_deadline="t")
+    plan = sim.step()
+    cond = next(c for c in plan.status["conditions"] if c["type"] == "WillEvict")
+    assert cond["status"] == "True"
+    assert any(t.to == "WillEvict" for t in plan.transitions)
+    sim.group = GroupObs(phase="Running")
+    plan = sim.step()
+    assert any(t.from_ == "WillEvict" for t in plan.transitions)
+
+
+def test_transition_window_counts_undelivered_drops_only_with_hooks() -> None:
+    for hooks, dropped in ((False, 0), (True, 1)):
+        sim = Sim(
+            vcjob(tasks=[{"name": "w", "replicas": WINDOW, "template": template()}]), hooks=hooks
+        )
+        sim.admit()
+        sim.run_all()
+        plan = sim.step()
+        assert len(plan.status["transitions"]) == WINDOW
+        assert plan.status["transitionSeq"] > WINDOW
+        assert (plan.status["transitionsDropped"] > 0) == bool(dropped)
