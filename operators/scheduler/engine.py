@@ -33,7 +33,16 @@ from operators.scheduler.decisions import (
 )
 from operators.scheduler.framework import Extensions
 from operators.scheduler.phases import GroupEvent, next_phase
-from operators.scheduler.plugins import binpack, drf, gang, pool, predicates, priority, quota
+from operators.scheduler.plugins import (
+    binpack,
+    drf,
+    fragmentation,
+    gang,
+    pool,
+    predicates,
+    priority,
+    quota,
+)
 from operators.scheduler.plugins import topology as topology_plugin
 from operators.scheduler.reservation import Reservations
 from operators.scheduler.session import (
@@ -66,6 +75,7 @@ PLUGIN_ORDER: tuple[tuple[str, PluginRegister], ...] = (
     ("drf", drf.register),
     ("predicates", predicates.register),
     ("binpack", binpack.register),
+    ("fragmentation", fragmentation.register),
     ("topology", topology_plugin.register),
 )
 
@@ -107,6 +117,7 @@ def _execute(snapshot: Snapshot, config: SessionConfig) -> SessionResult:
     ext = Extensions()
     for _, register in PLUGIN_ORDER:
         register(state, ext)
+    ext.scorers.extend(make(state) for make in config.scorers)
     ssn = Session(
         state=state,
         ext=ext,

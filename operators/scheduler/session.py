@@ -15,7 +15,9 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from operators.scheduler.decisions import Decision, Explanation
+    from operators.scheduler.framework import NodeScorer
     from operators.scheduler.snapshot import Resources, Snapshot
+    from operators.scheduler.state import SessionState
 
 
 class ActionName(enum.StrEnum):
@@ -37,13 +39,18 @@ DEFAULT_ACTIONS: tuple[ActionName, ...] = (
 Timer = Callable[[], float]
 """A monotonic clock the *caller* injects (e.g. ``time.perf_counter``); the core never reads one."""
 
+ScorerFactory = Callable[["SessionState"], "NodeScorer"]
+"""Builds an extra node scorer from the opened session (e.g. a simulator reference policy)."""
+
 
 @dataclass(frozen=True, slots=True)
 class SessionConfig:
     actions: tuple[ActionName, ...] = DEFAULT_ACTIONS
-    # Node score = binpack_weight * binpack + topology_weight * topology (weighted sum).
+    # Node score = binpack_weight * binpack + topology_weight * topology
+    # + fragmentation_weight * fragmentation (weighted sum; plugins/fragmentation.py).
     binpack_weight: float = 1.0
     topology_weight: float = 1.0
+    fragmentation_weight: float = 0.0
     # Grace period for victims when neither their group nor their queue sets one (seconds).
     default_preemption_delay: float = 0.0
     # Upper bound on victim groups considered for one preemptor (bounds session time).
@@ -59,6 +66,14 @@ class SessionConfig:
     # explanation text. Same decisions either way; off only to check that (tests).
     equivalence_cache: bool = True
     timer: Timer | None = None
+    # Extra node scorers, built at session open and registered after the built-in ones (so the
+    # weighted sum of framework.NodeScorer simply gains terms). Set binpack_weight and
+    # topology_weight to 0 to let them decide alone (the simulator's reference policies).
+    scorers: tuple[ScorerFactory, ...] = ()
+    # Score every node again for every placement instead of refreshing only the nodes whose
+    # holdings changed (shapeviews.py): for scorers whose value is not a function of the node's
+    # own holdings, such as a random score. Slow; decisions are otherwise identical.
+    fresh_scores: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -138,6 +138,8 @@ class ShapeViews:
                 live = nodes[counts > 0]
                 if len(live):
                     view.scores[live] = self.ext.score(t, live)
+        if state.config.fresh_scores:
+            view.scores = self.ext.score(t, self.everything)
         return view
 
 

@@ -1,0 +1,72 @@
+"""fragmentation plugin and the extra-scorer hook of SessionConfig."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from operators.scheduler import SessionConfig, run_session
+from operators.scheduler.snapshot import Snapshot
+
+from .builders import binds, group, node, tasks
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
+    from operators.scheduler.state import SessionState, TaskInfo
+
+
+def _cluster(*pending: tuple[str, int]) -> Snapshot:
+    """Node a: card 0 has 300 milli used (700 free); node b: card 0 has 600 used (400 free)."""
+    nodes = (node("a", gpus=2), node("b", gpus=2))
+    running = [
+        *tasks("ra", 1, gpu_milli=300, on=["a"], gpu_ids=(0,)),
+        *tasks("rb", 1, gpu_milli=600, on=["b"], gpu_ids=(0,)),
+    ]
+    groups = [group("ra"), group("rb")]
+    waiting = []
+    for i, (uid, milli) in enumerate(pending):
+        groups.append(group(uid, created=float(i)))  # scheduled in this order
+        waiting.extend(tasks(uid, 1, gpu_milli=milli))
+    return Snapshot(now=0, nodes=nodes, groups=tuple(groups), tasks=(*running, *waiting))
+
+
+def test_a_slice_fills_the_fragment_others_cannot_use() -> None:
+    # The workload is mostly 0.7-card pods: the 400 milli left on node b's card 0 is a
+    # fragment for them, the 700 on node a's card 0 is not. A 0.4-card pod should use up the
+    # fragment (node b), although node a comes first.
+    snap = _cluster(("small", 400), ("big1", 700), ("big2", 700), ("big3", 700))
+    config = SessionConfig(binpack_weight=0.0, topology_weight=0.0, fragmentation_weight=1.0)
+    placed = {b.group: (b.node, b.gpu_ids) for b in binds(run_session(snap, config))}
+    assert placed["small"] == ("b", (0,))
+    # With no score at all the first node in order wins.
+    unscored = SessionConfig(binpack_weight=0.0, topology_weight=0.0)
+    plain = {b.group: b.node for b in binds(run_session(snap, unscored))}
+    assert plain["small"] == "a"
+
+
+class _LastNode:
+    name = "last-node"
+    weight = 1.0
+
+    def __init__(self, state: SessionState) -> None:
+        self.size = state.nodes.size
+
+    def score(self, t: TaskInfo, nodes: NDArray[np.int64]) -> NDArray[np.float64]:
+        return np.asarray(nodes, dtype=np.float64) / self.size
+
+
+def test_extra_scorers_join_the_weighted_sum() -> None:
+    snap = Snapshot(
+        now=0,
+        nodes=(node("n0", gpus=1), node("n1", gpus=1), node("n2", gpus=1)),
+        groups=(group("g"),),
+        tasks=tuple(tasks("g", 1, gpus=1)),
+    )
+    config = SessionConfig(binpack_weight=0.0, topology_weight=0.0, scorers=(_LastNode,))
+    assert [b.node for b in binds(run_session(snap, config))] == ["n2"]
+    fresh = SessionConfig(
+        binpack_weight=0.0, topology_weight=0.0, scorers=(_LastNode,), fresh_scores=True
+    )
+    assert [b.node for b in binds(run_session(snap, fresh))] == ["n2"]
