@@ -39,6 +39,7 @@ __all__ = [
     "PodGroupConditionType",
     "PodGroupPhase",
     "PodGroupReason",
+    "PodGroupReplicaSpec",
     "PodGroupSpec",
     "PodGroupStatus",
     "Pool",
@@ -496,6 +497,39 @@ class PodGroupReason(StrEnum):
     POD_DELETED = "PodDeleted"
 
 
+class PodGroupReplicaSpec(SluiceModel):
+    """One elastic task of a group: the gang holds `minReplicas` of it, the scheduler grows it
+    toward `maxReplicas` while capacity is idle and shrinks it back first when capacity is needed.
+    Job operators write one entry per replica type (HybridJob) or task (VCJob)."""
+
+    name: Annotated[str, Field(min_length=1, max_length=MAX_LABEL)] = Field(
+        description="Task name: the pods' `batch.sluice.dev/task` label, as in `minTaskMember`."
+    )
+    min_replicas: Count = Field(description="Pods of this task in the gang minimum.")
+    max_replicas: Count | None = Field(
+        default=None, description="Grow up to this many pods while idle; unset: `minReplicas`."
+    )
+    priority: Int32 = Field(
+        default=0, description="Tasks with higher priority grow first and shrink last."
+    )
+
+    cel_rules: ClassVar = (
+        Rule(
+            "!has(self.maxReplicas) || self.minReplicas <= self.maxReplicas",
+            "replicaSpecs[].minReplicas must not exceed replicaSpecs[].maxReplicas",
+            field_path=".minReplicas",
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _bounds(self) -> PodGroupReplicaSpec:
+        if self.max_replicas is not None and self.min_replicas > self.max_replicas:
+            raise ValueError(
+                f"{self.cel_rules[0].message} ({self.min_replicas} > {self.max_replicas})"
+            )
+        return self
+
+
 class PodGroupSpec(SluiceModel):
     """A gang: the scheduler starts none of its pods unless `minMember` of them can start."""
 
@@ -513,7 +547,47 @@ class PodGroupSpec(SluiceModel):
     priority_class_name: DnsSubdomain | None = None
     network_topology: NetworkTopology | None = None
     preemptible: bool = Field(default=True, description="May this group be preempted.")
-    preemption_delay_seconds: int | None = Field(default=None, ge=0, le=7 * 86400)
+    preemption_delay_seconds: int | None = Field(
+        default=None,
+        ge=0,
+        le=7 * 86400,
+        description="Grace period before this group is preempted (delayed preemption); "
+        "unset: the queue's.",
+    )
+    replica_specs: list[PodGroupReplicaSpec] | None = Field(
+        default=None,
+        max_length=MAX_TASKS,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+        description="Elastic tasks (min..max pods each); set: the group is elastic.",
+    )
+    user: Annotated[str, Field(min_length=1, max_length=MAX_NAME)] | None = Field(
+        default=None,
+        description="Requesting user, matched against the queue's `tenants[].user`. "
+        "Kubernetes does not record who created an object: the platform that submits jobs "
+        "sets it. Cannot change once set.",
+    )
+
+    cel_rules: ClassVar = (
+        Rule(
+            "has(self.user) == has(oldSelf.user) && (!has(self.user) || self.user == oldSelf.user)",
+            "spec.user cannot change",
+            field_path=".user",
+        ),
+        Rule(
+            "!has(self.replicaSpecs) || "
+            "self.replicaSpecs.all(r, self.replicaSpecs.exists_one(s, s.name == r.name))",
+            "spec.replicaSpecs[].name must be unique",
+            field_path=".replicaSpecs",
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _unique_replica_specs(self) -> PodGroupSpec:
+        names = [r.name for r in self.replica_specs or ()]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"{self.cel_rules[1].message}: duplicated {', '.join(dupes)}")
+        return self
 
 
 class PodGroupStatus(StatusModel):

@@ -507,7 +507,7 @@ class SchedulerCache:
         ]
         if self.budgets:
             groups = [
-                dataclasses.replace(g, max_unavailable=m)
+                dataclasses.replace(g, max_unavailable=_tighter(g.max_unavailable, m))
                 if (m := self._max_unavailable(g.uid)) is not None
                 else g
                 for g in groups
@@ -536,3 +536,8 @@ class SchedulerCache:
             tasks=tasks,
             topology=topology,
         )
+
+
+def _tighter(own: int | None, budget: int) -> int:
+    """A non-preemptible group (own = 0) stays so whatever its PodDisruptionBudgets allow."""
+    return budget if own is None else min(own, budget)

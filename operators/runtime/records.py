@@ -443,8 +443,7 @@ def _network_topology(raw: object) -> S.NetworkTopology | None:
         mode = S.TopologyMode(str(raw.get("mode") or "hard").lower())
     except ValueError:
         mode = S.TopologyMode.HARD
-    tier = raw.get("highestTier") or raw.get("highestTierAllowed") or ""
-    return S.NetworkTopology(mode=mode, highest_tier=str(tier))
+    return S.NetworkTopology(mode=mode, highest_tier=str(raw.get("highestTier") or ""))
 
 
 def _replica_specs(raw: object) -> tuple[S.ReplicaSpec, ...]:
@@ -468,16 +467,12 @@ def _replica_specs(raw: object) -> tuple[S.ReplicaSpec, ...]:
 
 def podgroup(obj: JsonDict) -> GroupRecord:
     meta, spec, status = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get("status") or {}
-    annotations = {**(meta.get("labels") or {}), **(meta.get("annotations") or {})}
+    annotations = meta.get("annotations") or {}
     try:
         phase = S.GroupPhase(str(status.get("phase") or "Pending"))
     except ValueError:
         phase = S.GroupPhase.PENDING
     min_res = spec.get("minResources")
-    grace = spec.get("preemptionDelaySeconds", spec.get("preemptionGraceSeconds"))
-    max_unavailable = spec.get("maxUnavailable")
-    if spec.get("preemptible") is False:
-        max_unavailable = 0  # never a victim
     topo_raw = spec.get("networkTopology")
     topo: Mapping[str, Any] = topo_raw if isinstance(topo_raw, Mapping) else {}
     units_raw = topo.get("units")
@@ -489,24 +484,26 @@ def podgroup(obj: JsonDict) -> GroupRecord:
         uid=str(meta.get("uid", "")),
         namespace=str(meta.get("namespace", "")),
         name=str(meta.get("name", "")),
-        queue=str(spec.get("queue") or L.first_of(annotations, L.QUEUE_KEYS) or S.DEFAULT_QUEUE),
-        pool=str(spec.get("pool") or L.first_of(annotations, L.POOL_KEYS) or S.DEFAULT_POOL),
-        min_member=max(1, _int(spec.get("minMember"), 1)),
+        queue=str(spec.get("queue") or S.DEFAULT_QUEUE),
+        pool=str(spec.get("pool") or S.DEFAULT_POOL),
+        min_member=max(0, _int(spec.get("minMember"), 1)),
         min_task_member=MappingProxyType(
             {str(k): _int(v) for k, v in (spec.get("minTaskMember") or {}).items()}
         ),
         replica_specs=_replica_specs(spec.get("replicaSpecs")),
-        min_resources=MappingProxyType(resources(min_res)) if isinstance(min_res, dict) else None,
-        priority=_int(spec.get("priority"), 0),
+        min_resources=MappingProxyType(resources(min_res))
+        if isinstance(min_res, Mapping)
+        else None,
         user=str(spec.get("user") or ""),
         created=timestamp(meta.get("creationTimestamp")),
         network_topology=_network_topology(spec.get("networkTopology")),
-        unit_tier=str((units_raw or {}).get("tier") or spec.get("unitTier") or ""),
-        overcommit=_bool(annotations.get(L.OVERCOMMIT, spec.get("overcommit", False))),
-        preemption_grace=_delay(grace),
+        unit_tier=str(units_raw.get("tier") or "") if isinstance(units_raw, Mapping) else "",
+        overcommit=_bool(annotations.get(L.OVERCOMMIT, False)),
+        preemption_grace=_delay(spec.get("preemptionDelaySeconds")),
         phase=phase,
         preemption=preemption_mark(status),
-        max_unavailable=_int(max_unavailable) if max_unavailable is not None else None,
+        # A non-preemptible group is never a victim; PodDisruptionBudgets may lower it further.
+        max_unavailable=0 if spec.get("preemptible") is False else None,
     )
     return GroupRecord(
         uid=group.uid,
@@ -537,9 +534,6 @@ def _tenants(raw: object) -> tuple[S.Tenant, ...]:
         elif item.get("namespace"):
             name, kind = str(item["namespace"]), S.TenantKind.NAMESPACE
         else:
-            name = str(item.get("name") or "")
-            kind = S.TenantKind.USER if item.get("kind") == "user" else S.TenantKind.NAMESPACE
-        if not name:
             continue
         out.append(
             S.Tenant(
@@ -561,7 +555,7 @@ def queue(obj: JsonDict) -> S.Queue:
     except ValueError:
         state = S.QueueState.OPEN
     weight = spec.get("weight") or 1
-    delay = spec.get("preemptionDelaySeconds", spec.get("preemptionGraceSeconds", 0))
+    delay = spec.get("preemptionDelaySeconds", 0)
     return S.Queue(
         name=name,
         parent=None if name == S.ROOT_QUEUE else str(spec.get("parent") or S.ROOT_QUEUE),
@@ -589,15 +583,11 @@ def pool(obj: JsonDict) -> S.Pool:
 
 def topology(obj: JsonDict) -> S.Topology:
     meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
-    raw_levels = spec.get("tiers") or spec.get("levels") or []
     levels = []
-    for item in raw_levels:
-        if isinstance(item, str):
-            levels.append(S.TopologyLevel(name=item.rsplit("/", 1)[-1], label=item))
-        elif isinstance(item, Mapping):
-            label = str(item.get("nodeLabel") or item.get("label") or item.get("key") or "")
-            if label:
-                levels.append(S.TopologyLevel(name=str(item.get("name") or label), label=label))
+    for item in spec.get("levels") or ():
+        if isinstance(item, Mapping) and item.get("nodeLabel"):
+            label = str(item["nodeLabel"])
+            levels.append(S.TopologyLevel(name=str(item.get("name") or label), label=label))
     return S.Topology(name=str(meta.get("name", "")), levels=tuple(levels))
 
 

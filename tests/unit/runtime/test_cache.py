@@ -172,3 +172,26 @@ def test_pod_changes_mark_their_group_for_a_status_pass() -> None:
     h.pod(pod("g-0", group="g", node="n1"))
     h.pod(pod("solo"))
     assert h.cache.dirty_groups == {("ns", "g")}
+
+
+def _budget(allowed: int) -> R.BudgetRecord:
+    return R.budget(
+        {
+            "metadata": {"namespace": "ns", "name": "pdb"},
+            "spec": {"selector": {"matchLabels": {"app": "train"}}},
+            "status": {"disruptionsAllowed": allowed},
+        }
+    )
+
+
+def test_a_budget_lowers_max_unavailable_but_never_lifts_preemptible_false() -> None:
+    h = Harness()
+    pinned, loose = podgroup("pinned"), podgroup("loose")
+    pinned["spec"]["preemptible"] = False
+    h.group(pinned)
+    h.group(loose)
+    for name, grp in (("p-0", "pinned"), ("l-0", "loose")):
+        h.pod(pod(name, group=grp, node="n1", phase="Running", labels={"app": "train"}))
+    h.cache.on_budget("ADDED", ("ns", "pdb"), _budget(5), None)
+    by_name = {g.name: g.max_unavailable for g in h.cache.snapshot(0.0).groups}
+    assert by_name == {"pinned": 0, "loose": 5}
