@@ -581,3 +581,65 @@ def test_plain_pod_that_cannot_fit_says_why(
     )
     assert events[0].type == "Warning"
     assert events[0].message == cond.message
+
+
+def test_a_finished_gang_releases_its_queue_quota(
+    core: client.CoreV1Api,
+    custom: client.CustomObjectsApi,
+    namespace: str,
+    start_scheduler: Callable[..., Scheduler],
+    free_nodes: int,
+) -> None:
+    """A queue capped at one gang's minimum runs a second gang once the first has finished: the
+    finished group is not re-admitted (which would reserve the whole capability again)."""
+    queue = f"{namespace}-q"
+    custom.create_cluster_custom_object(
+        "scheduling.sluice.dev",
+        "v1alpha1",
+        "queues",
+        {
+            "apiVersion": "scheduling.sluice.dev/v1alpha1",
+            "kind": "Queue",
+            "metadata": {"name": queue},
+            "spec": {"capability": {GPU: str(NODE_GPUS)}},
+        },
+    )
+
+    def gang(name: str, annotations: dict[str, str] | None = None) -> None:
+        body = podgroup(name, 2)
+        body["spec"].update(queue=queue, minResources={GPU: str(NODE_GPUS)})
+        custom.create_namespaced_custom_object(
+            "scheduling.sluice.dev", "v1alpha1", namespace, "podgroups", body
+        )
+        for i in range(2):
+            body = pod(f"{name}-{i}", NODE_GPUS // 2, group=name, annotations=annotations)
+            core.create_namespaced_pod(namespace, body)
+
+    def phase(name: str) -> str:
+        obj = custom.get_namespaced_custom_object(
+            "scheduling.sluice.dev", "v1alpha1", namespace, "podgroups", name
+        )
+        return str((obj.get("status") or {}).get("phase"))
+
+    try:
+        sched = start_scheduler()
+        sched.wait_ready()
+        gang("first", {"sluice.dev/complete-after": "2s"})
+        wait_for(lambda: phase("first") == "Running", 30, "first gang Running", sched)
+        wait_for(
+            lambda: all(p.status.phase == "Succeeded" for p in pods(core, namespace, "first-")),
+            30,
+            "first gang's pods Succeeded",
+            sched,
+        )
+        gang("second")
+        # The control case and the point: the second gang needs the queue's whole capability.
+        wait_for(
+            lambda: len(bound(core, namespace, "second-")) == 2, 30, "second gang bound", sched
+        )
+        assert phase("first") not in ("Pending", "Inqueue"), "a finished gang was re-admitted"
+    finally:
+        with contextlib.suppress(client.ApiException):
+            custom.delete_cluster_custom_object(
+                "scheduling.sluice.dev", "v1alpha1", "queues", queue
+            )

@@ -64,7 +64,7 @@ def next_phase(
     current: S.GroupPhase, decided: S.GroupPhase | None, min_member: int, counts: GroupCounts
 ) -> S.GroupPhase:
     """The phase the scheduler writes: the core's decision if any, else derived from the pods."""
-    if counts.bound >= min_member:
+    if counts.bound >= max(min_member, 1):  # minMember 0: running once anything runs
         return S.GroupPhase.RUNNING
     if decided is S.GroupPhase.RUNNING:
         # Placed by the core, bindings not confirmed yet: Running is written by the status
@@ -73,11 +73,16 @@ def next_phase(
         return current if current in keep else S.GroupPhase.INQUEUE
     if decided is not None:
         return decided
-    if current is S.GroupPhase.RUNNING:
-        # It ran and lost pods: Unknown while part of it still runs, Pending once none does.
-        return S.GroupPhase.UNKNOWN if counts.bound else S.GroupPhase.PENDING
-    if current is S.GroupPhase.UNKNOWN and counts.bound == 0:
-        return S.GroupPhase.PENDING
+    if current in (S.GroupPhase.RUNNING, S.GroupPhase.UNKNOWN):
+        if counts.bound:
+            return S.GroupPhase.UNKNOWN  # it ran and lost pods; part of it still runs
+        if counts.pending:
+            return S.GroupPhase.PENDING  # its pods were re-created (a restarted job): admit again
+        # Every pod is gone. Finished pods leave the watch like deleted ones, so the scheduler
+        # cannot tell a finished gang from a broken one: the PodGroup operator, which sees the
+        # pods' final phases, writes Completed/Failed. Back to Pending would make enqueue reserve
+        # the minimum again for a job that is done.
+        return current
     return current
 
 

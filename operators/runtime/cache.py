@@ -90,10 +90,15 @@ class SchedulerCache:
     # ----------------------------------------------------------------------------------------
 
     def _managed(self, rec: R.PodRecord) -> bool:
-        """Ours to schedule: our schedulerName and, if it names a group, the group exists."""
+        """Ours to schedule: our schedulerName and, if it names a group, the group exists and has
+        not finished. A finished group's pods that still hold a node (a Failed job's pods being
+        killed, a Completed job's side tasks) count like foreign pods until they are gone."""
         if rec.scheduler_name != self.scheduler_name:
             return False
-        return not rec.group_name or (rec.namespace, rec.group_name) in self.groups
+        if not rec.group_name:
+            return True
+        grp = self.groups.get((rec.namespace, rec.group_name))
+        return grp is not None and grp.group.phase not in FINISHED_PHASES
 
     def group_uid_of(self, rec: R.PodRecord) -> str:
         if rec.group_name:
@@ -185,8 +190,9 @@ class SchedulerCache:
             self.groups[key] = new
             self._group_key_by_uid[new.uid] = key
             self._explicit[new.uid] = self._resolve_group(new)
-        if (new is None) != (old is None):
-            # Members of a group that appeared or vanished change between implicit/explicit.
+        if (new is None) != (old is None) or _finished(new) != _finished(old):
+            # Members of a group that appeared, vanished or finished change between ours to
+            # schedule and foreign usage of their nodes.
             for uid in list(self._pods_by_group.get(key, ())):
                 rec = self.pods.get(uid)
                 if rec is not None:
@@ -536,6 +542,10 @@ class SchedulerCache:
             tasks=tasks,
             topology=topology,
         )
+
+
+def _finished(rec: R.GroupRecord | None) -> bool:
+    return rec is not None and rec.group.phase in FINISHED_PHASES
 
 
 def _tighter(own: int | None, budget: int) -> int:

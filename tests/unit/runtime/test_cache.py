@@ -195,3 +195,27 @@ def test_a_budget_lowers_max_unavailable_but_never_lifts_preemptible_false() -> 
     h.cache.on_budget("ADDED", ("ns", "pdb"), _budget(5), None)
     by_name = {g.name: g.max_unavailable for g in h.cache.snapshot(0.0).groups}
     assert by_name == {"pinned": 0, "loose": 5}
+
+
+def test_a_finished_groups_pods_keep_their_node_until_gone_and_reserve_nothing() -> None:
+    h = Harness()
+    h.node(node("n1", gpus=8))
+    h.group(podgroup("done", min_member=2, status={"phase": "Running"}))
+    for i in range(2):
+        h.pod(pod(f"d-{i}", group="done", node="n1", gpu=4, phase="Running"))
+        h.pod(pod(f"late-{i}", group="done", gpu=4))  # never placed: the job is done
+    assert len(h.cache.snapshot(0.0).tasks) == 4
+
+    h.group(podgroup("done", min_member=2, status={"phase": "Completed"}))
+    snap = h.cache.snapshot(1.0)
+    assert [g.name for g in snap.groups] == []  # no quota, never enqueued again
+    assert snap.tasks == ()
+    n1 = snap.nodes[0]
+    # The terminating pods still hold their 8 GPUs: nothing may be placed on them.
+    assert n1.foreign_used.get("nvidia.com/gpu") == 8
+    assert n1.foreign_pods == 2
+
+    h.delete_pod("d-0")
+    h.delete_pod("d-1")
+    n1 = h.cache.snapshot(2.0).nodes[0]
+    assert n1.foreign_used.get("nvidia.com/gpu", 0) == 0
