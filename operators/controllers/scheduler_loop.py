@@ -142,7 +142,15 @@ class SchedulerOperator:
         )
         applier.binder.on_bound = applier.on_bound
         applier.binder.on_failed = applier.on_failed
-        status = StatusWriter(client, self.cache, self.metrics, s.status_concurrency)
+        status = StatusWriter(
+            client,
+            self.cache,
+            self.metrics,
+            s.status_concurrency,
+            warn=lambda uid, reason, text: events.post(
+                applier.involved(uid), "Warning", reason, text
+            ),
+        )
 
         self.informers = self._informers(client)
         watch_tasks = [

@@ -36,7 +36,19 @@ from operators.scheduler.session import PoolStatus, QueueStatus, SessionResult
 log = logging.getLogger(__name__)
 
 API = "/apis/scheduling.sluice.dev/v1alpha1"
-OWNED_CONDITIONS = ("Scheduled", "Unschedulable", "Enqueued", "Privileged", "WillEvict")
+OWNED_CONDITIONS = (
+    "Scheduled",
+    "Unschedulable",
+    "Enqueued",
+    "Privileged",
+    "WillEvict",
+    "PoolFallback",
+)
+POOL_NOT_FOUND = "PoolNotFound"
+"""Reason of `PoolFallback=True` and of its Warning Event: `spec.pool` names no Pool, so the
+group is placed in `default` (as the nodes of a deleted pool are)."""
+Warn = Callable[[str, str, str], None]
+"""(group uid, reason, message) -> post a Warning Event about that group."""
 _HAPPY = (D.ReasonCode.SCHEDULED, D.ReasonCode.ADMITTED)
 
 
@@ -106,6 +118,7 @@ def desired_conditions(
     old: Iterable[Mapping[str, Any]],
     now: str,
     preemption: Mapping[str, Any] | None = None,
+    missing_pool: str = "",
 ) -> list[dict[str, Any]]:
     by_type = {str(c.get("type")): c for c in old}
     running = phase is S.GroupPhase.RUNNING
@@ -154,7 +167,25 @@ def desired_conditions(
             peers = ", ".join(preemption.get("peers") or ())
             text = f"until {preemption.get('deadline')}; peers: {peers}"
         out.append(_condition(role, active, "DelayedPreemption", text, by_type.get(role), now))
+    if missing_pool or "PoolFallback" in by_type:
+        reason, text = (
+            (POOL_NOT_FOUND, pool_fallback_message(missing_pool))
+            if missing_pool
+            else (
+                "PoolFound",
+                "",
+            )
+        )
+        out.append(
+            _condition(
+                "PoolFallback", bool(missing_pool), reason, text, by_type.get("PoolFallback"), now
+            )
+        )
     return out
+
+
+def pool_fallback_message(pool: str) -> str:
+    return f"pool {pool!r} does not exist; the group is placed in the {S.DEFAULT_POOL!r} pool"
 
 
 def _comparable(status: Mapping[str, Any]) -> Any:
@@ -194,6 +225,7 @@ class StatusWriter:
         metrics: SchedulerMetrics,
         concurrency: int,
         message_interval: float = 10.0,
+        warn: Warn | None = None,
     ) -> None:
         self.client = client
         self.cache = cache
@@ -202,6 +234,7 @@ class StatusWriter:
         self._in_flight: set[str] = set()
         self._last_message_write: dict[str, float] = {}
         self._message_interval = message_interval
+        self._warn = warn
         self._tasks: set[asyncio.Task[None]] = set()
         self._last_queue: dict[str, Any] = {}
         self._last_pool: dict[str, Any] = {}
@@ -338,12 +371,14 @@ class StatusWriter:
                 desired["preemption"] = None  # the preemptor got its room
             else:
                 desired["preemption"] = old.get("preemption")
+            missing_pool = "" if self._pool_exists(grp.pool) else grp.pool
             desired["conditions"] = desired_conditions(
                 phase,
                 result.explanations.get(rec.uid),
                 old.get("conditions") or (),
                 now_text,
                 desired["preemption"],
+                missing_pool,
             )
             if _comparable(desired) == _comparable(old):
                 if _messages(desired) == _messages(old):
@@ -355,7 +390,12 @@ class StatusWriter:
             self.cache.expect_group_status(rec.uid, desired)
             self._spawn(rec.uid, _group_status_path(key), {"status": desired})
             written += 1
+            if missing_pool and self._warn is not None and not _has_true(old, "PoolFallback"):
+                self._warn(rec.uid, POOL_NOT_FOUND, pool_fallback_message(missing_pool))
         return written
+
+    def _pool_exists(self, name: str) -> bool:
+        return name == S.DEFAULT_POOL or name in self.cache.pools
 
     def write_queues(self, queues: Mapping[str, QueueStatus]) -> None:
         for name, qs in queues.items():
@@ -455,3 +495,9 @@ def _group_status_path(key: tuple[str, str]) -> str:
 def _forget_missing(last: dict[str, Any], live: Mapping[str, Any]) -> None:
     for name in [n for n in last if n not in live]:
         del last[name]
+
+
+def _has_true(status: Mapping[str, Any], type_: str) -> bool:
+    return any(
+        c.get("type") == type_ and c.get("status") == "True" for c in status.get("conditions") or ()
+    )

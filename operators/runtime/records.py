@@ -567,7 +567,19 @@ def queue(obj: JsonDict) -> S.Queue:
         state=state,
         tenants=_tenants(spec.get("tenants")),
         preemption_delay=_delay(delay) or 0.0,
+        closed_reason=_invalid(status.get("conditions")),
     )
+
+
+def _invalid(conditions: object) -> str:
+    """The queue operator's `Valid=False` (a rule over several queues is broken) closes the
+    queue to new work; its reason and message say why."""
+    for cond in conditions if isinstance(conditions, list) else ():
+        if isinstance(cond, Mapping) and cond.get("type") == "Valid":
+            if cond.get("status") != "False":
+                return ""
+            return f"{cond.get('reason') or 'Invalid'}: {cond.get('message') or 'invalid'}"
+    return ""
 
 
 def pool(obj: JsonDict) -> S.Pool:

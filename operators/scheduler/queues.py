@@ -25,6 +25,8 @@ import numpy as np
 from operators.scheduler.snapshot import DEFAULT_QUEUE, ROOT_QUEUE, Queue, QueueState
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from numpy.typing import NDArray
 
     from operators.scheduler.resources import ResourceSpace
@@ -90,7 +92,18 @@ class QueueTree:
         self.capability_eps = self.capability + _EPS
         self.reclaimable = np.asarray([q.reclaimable for q in self.specs], dtype=np.bool_)
         self.overcommit = np.asarray([q.overcommit for q in self.specs], dtype=np.bool_)
-        self.open = np.asarray([q.state == QueueState.OPEN for q in self.specs], dtype=np.bool_)
+        # A queue whose parent chain does not reach root would escape its intended ancestors'
+        # capability, so it admits nothing new (its running work stays), as if Closed.
+        self.closed_reason: list[str] = [
+            q.closed_reason or _detached(q.name, by_name) for q in self.specs
+        ]
+        self.open = np.asarray(
+            [
+                q.state == QueueState.OPEN and not why
+                for q, why in zip(self.specs, self.closed_reason, strict=True)
+            ],
+            dtype=np.bool_,
+        )
         # Queues with no finite capability on themselves or any ancestor (headroom_ok fast path).
         self.uncapped: list[bool] = [
             bool(np.isinf(self.capability[chain]).all()) for chain in self.ancestors
@@ -195,3 +208,19 @@ def water_fill(
         got += give
         remaining = np.maximum(remaining - give.sum(axis=0), 0.0)
     return got
+
+
+def _detached(name: str, by_name: Mapping[str, Queue]) -> str:
+    """Why `name`'s parent chain does not reach root ("" when it does)."""
+    seen = [name]
+    current = by_name[name]
+    while current.name != ROOT_QUEUE and current.parent not in (None, ROOT_QUEUE):
+        parent = current.parent
+        if parent not in by_name:
+            where = "its" if current.name == name else f"its ancestor {current.name!r}'s"
+            return f"{where} parent queue {parent!r} does not exist"
+        if parent in seen:
+            return "its parent chain is a cycle: " + " -> ".join([*seen, parent])
+        seen.append(parent)
+        current = by_name[parent]
+    return ""

@@ -333,6 +333,9 @@ class Queue:
     tenants: tuple[Tenant, ...] = ()
     # Grace period (seconds) given to this queue's jobs when they are chosen as victims.
     preemption_delay: float = 0.0
+    # Why an otherwise Open queue admits nothing new (e.g. the queue operator found it invalid);
+    # "" = nothing wrong. Shown in the waiting groups' explanation.
+    closed_reason: str = ""
 
 
 # --------------------------------------------------------------------------------------------

@@ -76,7 +76,8 @@ class Quota:
         if g.queue < 0:
             return Verdict(Vote.REJECT, ReasonCode.QUEUE_MISSING, f"queue {name!r} does not exist")
         if not tree.open[g.queue]:
-            return Verdict(Vote.REJECT, ReasonCode.QUEUE_CLOSED, f"queue {name!r} is not Open")
+            why = tree.closed_reason[g.queue] or "it is not Open"
+            return Verdict(Vote.REJECT, ReasonCode.QUEUE_CLOSED, f"queue {name!r} is closed: {why}")
         q = g.queue
         with_reserved = self.reserved[q] + need
         if not tree.headroom_ok(q, with_reserved, overcommit=g.pg.overcommit):

@@ -20,7 +20,7 @@ import yaml
 from pydantic import BaseModel
 
 from operators.api import scheduling as A
-from operators.api.base import ObjectMeta
+from operators.api.base import Condition, ConditionStatus, ObjectMeta
 from operators.api.crdgen import filename_for
 from operators.api.resource import Resource
 from operators.runtime import records as R
@@ -285,16 +285,27 @@ def test_queue_every_field_arrives() -> None:
     )
 
 
-def test_queue_status_state_overrides_the_spec() -> None:
+def test_queue_status_state_and_validity_are_read() -> None:
+    invalid = Condition(
+        type="Valid",
+        status=ConditionStatus.FALSE,
+        reason="ParentNotFound",
+        message="parent queue 'org' does not exist",
+    )
     obj = A.Queue(
         metadata=ObjectMeta(name="vision"),
         spec=A.QueueSpec(),
-        status=A.QueueStatus(state=A.QueueState.CLOSING),
+        status=A.QueueStatus(state=A.QueueState.CLOSING, conditions=[invalid]),
     )
+    schema = crd_schema(A.Queue)
     seen: set[Path_] = set()
-    q = R.queue(_trace(prune(obj.to_dict(), crd_schema(A.Queue)), (), seen))
+    q = R.queue(_trace(prune(obj.to_dict(), schema), (), seen))
     assert q.state is S.QueueState.CLOSING
-    assert all(declared(crd_schema(A.Queue), p) for p in seen)
+    assert q.closed_reason == "ParentNotFound: parent queue 'org' does not exist"
+    assert all(declared(schema, p) for p in seen), sorted(seen)
+    valid = invalid.model_copy(update={"status": ConditionStatus.TRUE, "reason": "Valid"})
+    obj.status = A.QueueStatus(conditions=[valid])
+    assert R.queue(prune(obj.to_dict(), schema)).closed_reason == ""
 
 
 def test_pool_every_field_arrives() -> None:

@@ -196,3 +196,41 @@ async def test_pool_status_leaves_the_operators_fields_alone() -> None:
     ((path, body),) = api.patches
     assert path.endswith("/pools/gpu/status")
     assert set(body["status"]) == {"capacity", "allocatable", "used", "shared", "pending"}
+
+
+async def test_a_group_naming_a_missing_pool_says_so_and_warns_once() -> None:
+    h = Harness()
+    raw = podgroup("typo", status={"phase": "Pending"})
+    raw["spec"]["pool"] = "gpu-pol"
+    h.group(raw)
+    h.group(podgroup("plain", status={"phase": "Pending"}))  # the control: default pool
+    api = MergeRecorder()
+    fake: Any = api
+    warnings: list[tuple[str, str, str]] = []
+    writer = StatusWriter(
+        fake, h.cache, SchedulerMetrics(), concurrency=2, warn=lambda *w: warnings.append(w)
+    )
+    nothing = SessionResult(decisions=(), explanations={})
+    writer.write_groups(nothing, 0.0, "t1")
+    await writer.drain()
+    conds = {
+        path.rsplit("/", 2)[-2]: {c["type"]: c for c in body["status"]["conditions"]}
+        for path, body in api.patches
+    }
+    fallback = conds["typo"]["PoolFallback"]
+    assert (fallback["status"], fallback["reason"]) == ("True", "PoolNotFound")
+    assert "'gpu-pol' does not exist" in fallback["message"]
+    assert "PoolFallback" not in conds["plain"]
+    assert warnings == [("pg-typo", "PoolNotFound", fallback["message"])]
+
+    # The status as written comes back through the watch; then the pool is created.
+    raw["status"] = next(b["status"] for p, b in api.patches if "/typo/" in p)
+    h.group(raw)
+    h.cache.on_pool("ADDED", ("", "gpu-pol"), S.Pool(name="gpu-pol"), None)
+    api.patches.clear()
+    writer.write_groups(nothing, 20.0, "t2")
+    await writer.drain()
+    body = next(b for p, b in api.patches if "/typo/" in p)
+    cond = {c["type"]: c for c in body["status"]["conditions"]}["PoolFallback"]
+    assert (cond["status"], cond["reason"]) == ("False", "PoolFound")
+    assert len(warnings) == 1

@@ -9,7 +9,7 @@ from operators.scheduler.decisions import ReasonCode
 from operators.scheduler.queues import water_fill
 from operators.scheduler.snapshot import GroupPhase, Queue, Snapshot
 
-from .builders import binds, evictions, group, node, nominations, tasks
+from .builders import binds, bound_groups, evictions, group, node, nominations, tasks
 
 
 def test_water_fill_shares_by_weight_capped_by_request() -> None:
@@ -183,3 +183,31 @@ def test_queues_share_the_cluster_by_deserved_first() -> None:
     for b in binds(result):
         per_queue[b.group[0]] += 1
     assert per_queue == {"a": 4, "b": 4}
+
+
+def test_a_queue_cut_off_from_root_admits_nothing_new_and_says_why() -> None:
+    queues = (
+        Queue("dept", capability={"cpu": 8000}),
+        Queue("team", parent="dept"),  # the control: reaches root through dept
+        Queue("typo", parent="dpet"),  # would hang off root, outside dept's capability
+        Queue("under-typo", parent="typo"),
+        Queue("a", parent="b"),
+        Queue("b", parent="a"),
+        Queue("closed-by-operator", closed_reason="ParentNotFound: parent 'x' is gone"),
+    )
+    names = ("team", "typo", "under-typo", "a", "closed-by-operator")
+    snap = Snapshot(
+        now=0,
+        nodes=_cluster(),
+        queues=queues,
+        groups=tuple(group(q, queue=q, phase=GroupPhase.PENDING) for q in names),
+        tasks=tuple(t for q in names for t in tasks(q, 1, cpu=1)),
+    )
+    result = run_session(snap)
+    assert bound_groups(result) == {"team"}
+    why = {q: result.explanations[q] for q in names if q != "team"}
+    assert {e.code for e in why.values()} == {ReasonCode.QUEUE_CLOSED}
+    assert "parent queue 'dpet' does not exist" in why["typo"].message
+    assert "ancestor 'typo''s parent queue 'dpet' does not exist" in why["under-typo"].message
+    assert "cycle: a -> b -> a" in why["a"].message
+    assert "ParentNotFound: parent 'x' is gone" in why["closed-by-operator"].message
