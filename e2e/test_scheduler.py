@@ -643,3 +643,49 @@ def test_a_finished_gang_releases_its_queue_quota(
             custom.delete_cluster_custom_object(
                 "scheduling.sluice.dev", "v1alpha1", "queues", queue
             )
+
+
+def test_volcano_pods_missing_group_and_queue_alias(
+    core: client.CoreV1Api,
+    custom: client.CustomObjectsApi,
+    namespace: str,
+    start_scheduler: Callable[..., Scheduler],
+) -> None:
+    """A pod moved over from Volcano (only schedulerName changed) is told why it waits."""
+    sched = start_scheduler()
+    sched.wait_ready()
+
+    def waiting_message(name: str) -> str | None:
+        conds = core.read_namespaced_pod_status(name, namespace).status.conditions or []
+        return next((c.message for c in conds if c.type == "PodScheduled"), None)
+
+    core.create_namespaced_pod(
+        namespace, pod("ghost-0", annotations={labels.VOLCANO_GROUP_NAME: "ghost"})
+    )
+    message = wait_for(lambda: waiting_message("ghost-0"), 30, "ghost-0 told why", sched)
+    assert f"PodGroup 'ghost' does not exist in namespace '{namespace}'" in message
+    wait_for(
+        lambda: any(
+            e.reason == "FailedScheduling" and e.involved_object.name == "ghost-0"
+            for e in core.list_namespaced_event(namespace).items
+        ),
+        15,
+        "a FailedScheduling Event for ghost-0",
+        sched,
+    )
+    custom.create_namespaced_custom_object(
+        "scheduling.sluice.dev", "v1alpha1", namespace, "podgroups", podgroup("ghost", 1)
+    )
+    wait_for(lambda: bound(core, namespace, "ghost-"), 30, "ghost-0 bound once its group exists")
+
+    # Volcano's queue annotation is read: a queue that does not exist holds the pod back
+    # (without the alias it would be charged to `default` and bound).
+    missing = f"{namespace}-nope"
+    core.create_namespaced_pod(
+        namespace, pod("vq-0", annotations={labels.VOLCANO_POD_QUEUE_NAME: missing})
+    )
+    message = wait_for(
+        lambda: (m := waiting_message("vq-0")) and missing in m and m, 30, "vq-0 told why", sched
+    )
+    assert "does not exist" in message
+    assert not bound(core, namespace, "vq-")

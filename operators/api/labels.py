@@ -60,12 +60,15 @@ AIBEE_POOL: Final = "resource.aibee.cn/pool"
 """ai-scheduler's pod annotation naming the pool; read as an alias of POOL."""
 VOLCANO_GROUP_NAME: Final = "scheduling.k8s.io/group-name"
 """Volcano's pod annotation naming the PodGroup; read as an alias of POD_GROUP."""
+VOLCANO_POD_QUEUE_NAME: Final = "scheduling.volcano.sh/queue-name"
+"""Volcano's pod annotation naming the queue (its job controller sets it on every pod); read as
+an alias of QUEUE."""
 VOLCANO_QUEUE_NAME: Final = "volcano.sh/queue-name"
-"""Volcano's queue annotation; read as an alias of QUEUE."""
+"""Volcano's older queue annotation, still found on pods and jobs; read as an alias of QUEUE."""
 
 POOL_KEYS: Final[tuple[str, ...]] = (POOL, AIBEE_POOL)
 """Where to look for a pod's pool, in order of precedence."""
-QUEUE_KEYS: Final[tuple[str, ...]] = (QUEUE, VOLCANO_QUEUE_NAME)
+QUEUE_KEYS: Final[tuple[str, ...]] = (QUEUE, VOLCANO_POD_QUEUE_NAME, VOLCANO_QUEUE_NAME)
 """Where to look for a pod's queue, in order of precedence."""
 POD_GROUP_KEYS: Final[tuple[str, ...]] = (POD_GROUP, VOLCANO_GROUP_NAME)
 """Where to look for a pod's group, in order of precedence."""

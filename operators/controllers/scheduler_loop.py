@@ -294,13 +294,19 @@ class SchedulerOperator:
                 now = time.time()
                 result = self._last_result or SessionResult(decisions=(), explanations={})
                 dirty, self.cache.dirty_groups = self.cache.dirty_groups, set()
-                status.write_groups(
-                    SessionResult(decisions=(), explanations=result.explanations),
-                    now,
-                    R.rfc3339(now),
-                    only=dirty,
-                )
+                known = SessionResult(decisions=(), explanations=result.explanations)
+                status.write_groups(known, now, R.rfc3339(now), only=dirty)
+                # A pod naming a missing PodGroup starts no session; say why it waits anyway.
+                self._write_pod_reasons(applier, status, known, now)
                 self._export_triggers()
+
+    @staticmethod
+    def _write_pod_reasons(
+        applier: DecisionApplier, status: StatusWriter, result: SessionResult, now: float
+    ) -> None:
+        for pod, message in status.write_pod_reasons(result, now, R.rfc3339(now)):
+            involved = applier.involved(R.implicit_group_uid(pod.uid))
+            applier.events.post(involved, "Warning", "FailedScheduling", message)
 
     async def cycle(self, applier: DecisionApplier, status: StatusWriter) -> None:
         t0 = time.perf_counter()
@@ -326,9 +332,7 @@ class SchedulerOperator:
         await self._repair_half_bound(applier, bound_now, now)
         self.cache.dirty_groups.clear()  # this pass looks at every group
         written = status.write_groups(result, now, R.rfc3339(now))
-        for pod, message in status.write_pod_reasons(result, now, R.rfc3339(now)):
-            involved = applier.involved(R.implicit_group_uid(pod.uid))
-            applier.events.post(involved, "Warning", "FailedScheduling", message)
+        self._write_pod_reasons(applier, status, result, now)
         status.write_queues(result.queues)
         status.write_pools(result.pools)
         t3 = time.perf_counter()

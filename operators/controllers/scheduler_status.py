@@ -23,6 +23,7 @@ from typing import Any
 
 import aiohttp
 
+from operators.api import labels as L
 from operators.api.quantity import format_quantity
 from operators.controllers import podgroup_phase
 from operators.runtime import records as R
@@ -182,6 +183,14 @@ def desired_conditions(
             )
         )
     return out
+
+
+def missing_group_message(rec: R.PodRecord) -> str:
+    return (
+        f"PodGroup {rec.group_name!r} does not exist in namespace {rec.namespace!r}: the pod "
+        "waits until it is created (the group is named by the pod's annotation "
+        f"{' or '.join(L.POD_GROUP_KEYS)})"
+    )
 
 
 def pool_fallback_message(pool: str) -> str:
@@ -428,20 +437,27 @@ class StatusWriter:
     def write_pod_reasons(
         self, result: SessionResult, now: float, now_text: str
     ) -> list[tuple[R.PodRecord, str]]:
-        """Plain pods (implicit one-pod groups) have no PodGroup to show why they wait, so they
-        get what kube-scheduler gives its pods: `PodScheduled=False, reason Unschedulable` with
-        the core's explanation. Written when the message changes, at most once per message
-        interval per pod. Returns (pod, message) of each write, for a FailedScheduling Event."""
-        written: list[tuple[R.PodRecord, str]] = []
+        """Pods with no PodGroup object to show why they wait get what kube-scheduler gives its
+        pods: `PodScheduled=False, reason Unschedulable` with a message. Those are plain pods
+        (implicit one-pod groups: the core's explanation) and pods naming a PodGroup that does
+        not exist (they are not scheduled until it does). Written when the message changes, at
+        most once per message interval per pod. Returns (pod, message) of each write, for a
+        FailedScheduling Event."""
+        waiting: list[tuple[R.PodRecord, str]] = []
         for group_uid, why in result.explanations.items():
             if not group_uid.startswith("pod:") or why.code is D.ReasonCode.SCHEDULED:
                 continue
-            pod_uid = group_uid[4:]
-            rec = self.cache.pods.get(pod_uid)
+            rec = self.cache.pods.get(group_uid[4:])
+            if rec is not None:
+                waiting.append((rec, why.message))
+        waiting.extend((rec, missing_group_message(rec)) for rec in self.cache.orphans())
+        written: list[tuple[R.PodRecord, str]] = []
+        for rec, text in waiting:
+            pod_uid = rec.uid
             key = f"pod/{pod_uid}"
-            if rec is None or rec.node_name or pod_uid in self.cache.assumed:
+            if rec.node_name or pod_uid in self.cache.assumed:
                 continue
-            message = why.message[:1024]
+            message = text[:1024]
             if self._last_pod_reason.get(pod_uid) == message or key in self._in_flight:
                 continue
             last = self._last_message_write.get(key, 0.0)

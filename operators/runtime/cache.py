@@ -474,6 +474,24 @@ class SchedulerCache:
     def tasks(self) -> Iterable[S.Task]:
         return self._tasks.values()
 
+    def orphans(self) -> list[R.PodRecord]:
+        """Our unbound pods naming a PodGroup that does not exist: not scheduled until it does,
+        so they need telling why."""
+        out: list[R.PodRecord] = []
+        for key, uids in self._pods_by_group.items():
+            if key in self.groups:
+                continue
+            for uid in uids:
+                rec = self.pods.get(uid)
+                if (
+                    rec is not None
+                    and rec.scheduler_name == self.scheduler_name
+                    and not rec.node_name
+                    and not rec.deleting
+                ):
+                    out.append(rec)
+        return out
+
     def has_pending_work(self) -> bool:
         return any(t.status is S.TaskStatus.PENDING for t in self._tasks.values())
 

@@ -316,6 +316,9 @@ def test_labels_and_aliases() -> None:
     assert L.first_of(both, L.QUEUE_KEYS) == "mine"
     assert L.first_of({L.AIBEE_POOL: "gpu"}, L.POOL_KEYS) == "gpu"
     assert L.first_of({L.VOLCANO_GROUP_NAME: "pg"}, L.POD_GROUP_KEYS) == "pg"
+    # Volcano's job controller annotates its pods with the newer spelling.
+    assert L.VOLCANO_POD_QUEUE_NAME == "scheduling.volcano.sh/queue-name"
+    assert L.first_of({L.VOLCANO_POD_QUEUE_NAME: "vq"}, L.QUEUE_KEYS) == "vq"
     assert L.first_of(None, L.POOL_KEYS) is None
     assert L.first_of({L.QUEUE: ""}, L.QUEUE_KEYS) is None
 

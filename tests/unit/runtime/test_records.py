@@ -129,3 +129,15 @@ def test_malformed_objects_degrade_to_defaults() -> None:
     )
     assert rec.requests == {}
     assert R.queue({"metadata": {"name": "q"}, "spec": {"weight": "heavy"}}).weight == 1.0
+
+
+def test_pod_queue_from_volcano_annotations_newest_spelling_first() -> None:
+    newer, older = "scheduling.volcano.sh/queue-name", "volcano.sh/queue-name"
+    assert R.pod(pod("a", annotations={newer: "q1", older: "q0"})).queue == "q1"
+    assert R.pod(pod("b", annotations={older: "q0"})).queue == "q0"
+    assert (
+        R.pod(
+            pod("c", labels={"scheduling.sluice.dev/queue": "own"}, annotations={newer: "q1"})
+        ).queue
+        == "own"
+    )

@@ -234,3 +234,25 @@ async def test_a_group_naming_a_missing_pool_says_so_and_warns_once() -> None:
     cond = {c["type"]: c for c in body["status"]["conditions"]}["PoolFallback"]
     assert (cond["status"], cond["reason"]) == ("False", "PoolFound")
     assert len(warnings) == 1
+
+
+async def test_a_pod_naming_a_missing_podgroup_is_told_why_it_waits() -> None:
+    h = Harness()
+    volcano = {"scheduling.k8s.io/group-name": "train"}
+    h.pod(pod("train-0", annotations=volcano))
+    h.pod(pod("theirs-0", annotations=volcano, scheduler="volcano"))  # not ours: left alone
+    api = PatchRecorder()
+    fake: Any = api
+    writer = StatusWriter(fake, h.cache, SchedulerMetrics(), concurrency=2)
+    nothing = SessionResult(decisions=(), explanations={})
+    written = writer.write_pod_reasons(nothing, 0.0, "t")
+    await writer.drain()
+    assert [p.name for p, _ in written] == ["train-0"]
+    message = written[0][1]
+    assert "PodGroup 'train' does not exist in namespace 'ns'" in message
+    ((path, body),) = api.patches
+    assert path == "/api/v1/namespaces/ns/pods/train-0/status"
+    assert body["status"]["conditions"][0]["message"] == message
+
+    h.group(podgroup("train"))  # the group arrives: the pod is ours to schedule, not an orphan
+    assert h.cache.orphans() == []
