@@ -1,0 +1,97 @@
+"""Full-cluster steady state for the scheduler core: ``python -m bench.steady``.
+
+What the live scheduler runs most of the time on a busy cluster: every node full of running plain
+pods (one-pod groups, as from Deployments) and a backlog of pending ones that do not fit, spread
+over the 44 team queues of bench.core's tree. Each session then re-checks every pending group
+(admission counts idle and reclaimable room; preempt and reclaim look for victims) and decides
+nothing new. Prints the median session time over a few runs, with the yardstick of bench.core
+(the naive first-fit loop) measured in the same process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+from dataclasses import replace
+
+from bench.core import build_nodes, build_queues, first_fit_yardstick
+from operators.scheduler import SessionConfig, run_session
+from operators.scheduler.session import DEFAULT_ACTIONS, ActionName
+from operators.scheduler.snapshot import GroupPhase, PodGroup, Snapshot, Task, TaskStatus
+
+GiB = 2**30
+LEAVES = tuple(f"dept-{d}-team-{t}" for d in range(4) for t in range(11))
+
+
+def full_cluster(nodes: int, running: int, pending: int) -> Snapshot:
+    """`running` one-pod groups filling `nodes` nodes (CPU-bound), plus `pending` more."""
+    per_node = max(1, running // nodes)
+    cpu = 96_000 // per_node
+    node_objs = build_nodes(nodes)
+    groups: list[PodGroup] = []
+    tasks: list[Task] = []
+    for i in range(running + pending):
+        uid, name, bound = f"pod:{i:06d}", f"p-{i:06d}", i < running
+        ns = f"ns-{i % 40}"
+        phase = GroupPhase.RUNNING if bound else GroupPhase.PENDING
+        queue = LEAVES[i % len(LEAVES)]
+        groups.append(PodGroup(uid, ns, name, queue=queue, created=float(i), phase=phase))
+        node = node_objs[(i // per_node) % nodes].name if bound else None
+        status = TaskStatus.BOUND if bound else TaskStatus.PENDING
+        requests = {"cpu": cpu, "memory": 16 * GiB}
+        tasks.append(Task(f"t-{name}", uid, ns, name, requests=requests, status=status, node=node))
+    return Snapshot(
+        now=1_000_000.0,
+        nodes=node_objs,
+        queues=build_queues(),
+        pools=(),
+        groups=tuple(groups),
+        tasks=tuple(tasks),
+    )
+
+
+def measure(
+    snapshot: Snapshot, repeats: int, config: SessionConfig
+) -> tuple[float, float, dict[str, float], int]:
+    """(median wall s, fastest wall s, phases of the last run, decisions of the last run)."""
+    walls: list[float] = []
+    phases: dict[str, float] = {}
+    decisions = 0
+    for _ in range(repeats):
+        start = time.perf_counter()
+        result = run_session(snapshot, replace(config, timer=time.perf_counter))
+        walls.append(time.perf_counter() - start)
+        phases, decisions = dict(result.timings), len(result.decisions)
+    return statistics.median(walls), min(walls), phases, decisions
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--nodes", type=int, default=1_000)
+    parser.add_argument("--running", type=int, default=10_000)
+    parser.add_argument("--pending", type=int, default=2_000)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--actions",
+        default=",".join(DEFAULT_ACTIONS),
+        help="comma-separated session actions (default: all), e.g. enqueue to time admission",
+    )
+    args = parser.parse_args(argv)
+    config = SessionConfig(actions=tuple(ActionName(a) for a in args.actions.split(",")))
+    snap = full_cluster(args.nodes, args.running, args.pending)
+    run_session(snap, config)  # warm-up
+    median, best, phases, decisions = measure(snap, args.repeats, config)
+    yard = statistics.median(first_fit_yardstick(snap)[0] for _ in range(args.repeats))
+    parts = ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in phases.items())
+    print(
+        f"full cluster: {args.nodes} nodes, {args.running} running + {args.pending} pending "
+        f"one-pod groups; actions {args.actions}; load {os.getloadavg()[0]:.1f}\n"
+        f"session wall s: median {median:.3f}, min {best:.3f} (of {args.repeats}); "
+        f"decisions {decisions}; yardstick {yard:.3f} s\nphases (last run): {parts}"
+    )
+
+
+if __name__ == "__main__":
+    main()
