@@ -85,12 +85,17 @@ class Scheduler:
     def wait_ready(self, timeout: float = 30) -> None:
         wait_for(lambda: self.get("/readyz")[0] == 200, timeout, "scheduler /readyz", self)
 
-    def metric(self, name: str) -> float:
+    def metric(self, name: str, missing: float | None = None) -> float:
+        """A sample's value. A series that is not exported fails the test (so a renamed or
+        never-registered metric cannot read as 0), unless `missing` says what absence means
+        (e.g. while polling a scheduler that is still starting)."""
         _, text = self.get("/metrics")
         for line in text.splitlines():
             if line.startswith((name + " ", name + "{")):
                 return float(line.rsplit(" ", 1)[1])
-        return 0.0
+        if missing is None:
+            raise AssertionError(f"metric {name} is not exported\n{self.log()}")
+        return missing
 
     def kill(self, sig: int = signal.SIGKILL) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -341,6 +346,7 @@ def test_gang_binds_all_or_nothing(
     # Status writes are coalesced and skipped when nothing changed: a settled group gets none.
     time.sleep(2.0)
     writes = sched.metric("sluice_podgroup_status_writes_total")
+    assert writes > 0, "the group's status was never written"
     time.sleep(3.0)
     assert sched.metric("sluice_podgroup_status_writes_total") == writes
 
@@ -383,6 +389,7 @@ def test_deployment_pods_scheduled_with_nvlink_gpu_ids(
     cycles = 'sluice_cycle_duration_seconds_count{phase="total"}'
     time.sleep(1.0)
     before = sched.metric(cycles)
+    assert before > 0
     time.sleep(3.0)
     assert sched.metric(cycles) == before, "sessions keep running on an idle cluster"
 
@@ -440,7 +447,13 @@ def test_sigkill_mid_binding_then_restart(
             create_group(core, custom, namespace, f"g{g}", 5, 1)
         sched = start_scheduler("--bind-concurrency=1")
         # Kill once a few bindings are through; the rest are still being POSTed one by one.
-        wait_for(lambda: sched.metric("sluice_pods_bound_total") >= 8, 30, "bindings", sched, 0.005)
+        wait_for(
+            lambda: sched.metric("sluice_pods_bound_total", missing=0.0) >= 8,
+            30,
+            "bindings",
+            sched,
+            0.005,
+        )
         sched.kill(signal.SIGKILL)
         at_kill = {g: len(bound(core, namespace, f"g{g}-")) for g in range(gangs)}
         killed_at = sum(at_kill.values())

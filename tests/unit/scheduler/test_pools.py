@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from operators.scheduler import run_session
 from operators.scheduler.decisions import ReasonCode
 from operators.scheduler.nodes import NodeIndex
@@ -103,6 +105,8 @@ def test_disable_borrowing_keeps_tasks_home() -> None:
     result = run_session(snap)
     assert not binds(result)
     assert result.explanations["g"].code == ReasonCode.UNSCHEDULABLE
+    # The control: the same pools allowing borrowing place it elsewhere.
+    assert binds(run_session(dataclasses.replace(snap, pools=_pools())))
 
 
 def test_owner_pool_reclaims_borrowed_tasks_first() -> None:

@@ -42,6 +42,8 @@ def test_equal_priority_does_not_preempt() -> None:
     result = run_session(_full_cluster(preemptor_priority=0))
     assert not evictions(result)
     assert result.explanations["high"].code == ReasonCode.UNSCHEDULABLE
+    # The control: the same cluster with a higher-priority preemptor does evict.
+    assert evictions(run_session(_full_cluster(preemptor_priority=100)))
 
 
 def test_never_evicts_for_a_job_that_still_would_not_fit() -> None:
@@ -57,6 +59,13 @@ def test_never_evicts_for_a_job_that_still_would_not_fit() -> None:
     result = run_session(snap)
     assert not evictions(result)
     assert "would not make it fit" in result.explanations["big"].message
+    # The control: a gang that fits once `low` is gone does evict it.
+    two = dataclasses.replace(
+        snap,
+        groups=(snap.groups[0], dataclasses.replace(snap.groups[1], min_member=2)),
+        tasks=snap.tasks[:3],
+    )
+    assert [e.group for e in evictions(run_session(two))] == ["low"]
 
 
 def test_only_the_needed_victims_go() -> None:
@@ -101,18 +110,21 @@ def test_victims_least_disruption_first() -> None:
 
 
 def test_tenant_without_can_preempt_cannot_preempt() -> None:
-    queue = Queue("q", tenants=(Tenant("ns", priority=0, can_preempt=False),))
-    snap = Snapshot(
-        now=0,
-        nodes=(node("n0", cpu=8),),
-        queues=(queue,),
-        groups=(
-            group("low", queue="q", phase=GroupPhase.RUNNING),
-            group("p", queue="q", priority=100),
-        ),
-        tasks=(*tasks("low", 1, cpu=8, on=["n0"]), *tasks("p", 1, cpu=8)),
-    )
-    assert not evictions(run_session(snap))
+    def snapshot(can_preempt: bool) -> Snapshot:
+        queue = Queue("q", tenants=(Tenant("ns", priority=0, can_preempt=can_preempt),))
+        return Snapshot(
+            now=0,
+            nodes=(node("n0", cpu=8),),
+            queues=(queue,),
+            groups=(
+                group("low", queue="q", phase=GroupPhase.RUNNING),
+                group("p", queue="q", priority=100),
+            ),
+            tasks=(*tasks("low", 1, cpu=8, on=["n0"]), *tasks("p", 1, cpu=8)),
+        )
+
+    assert not evictions(run_session(snapshot(can_preempt=False)))
+    assert evictions(run_session(snapshot(can_preempt=True)))  # the control
 
 
 def test_tenant_priority_outranks_job_priority() -> None:
@@ -143,17 +155,20 @@ def test_tenant_priority_outranks_job_priority() -> None:
 def test_pool_with_preemption_disabled_does_not_preempt() -> None:
     from operators.scheduler.snapshot import LabelSelector, Pool
 
-    snap = Snapshot(
-        now=0,
-        nodes=(node("n0", cpu=8, labels={"p": "a"}),),
-        pools=(Pool("a", LabelSelector({"p": "a"}), disable_preemption=True),),
-        groups=(
-            group("low", pool="a", phase=GroupPhase.RUNNING),
-            group("high", pool="a", priority=100),
-        ),
-        tasks=(*tasks("low", 1, cpu=8, on=["n0"]), *tasks("high", 1, cpu=8)),
-    )
-    assert not evictions(run_session(snap))
+    def snapshot(disable_preemption: bool) -> Snapshot:
+        return Snapshot(
+            now=0,
+            nodes=(node("n0", cpu=8, labels={"p": "a"}),),
+            pools=(Pool("a", LabelSelector({"p": "a"}), disable_preemption=disable_preemption),),
+            groups=(
+                group("low", pool="a", phase=GroupPhase.RUNNING),
+                group("high", pool="a", priority=100),
+            ),
+            tasks=(*tasks("low", 1, cpu=8, on=["n0"]), *tasks("high", 1, cpu=8)),
+        )
+
+    assert not evictions(run_session(snapshot(disable_preemption=True)))
+    assert evictions(run_session(snapshot(disable_preemption=False)))  # the control
 
 
 def test_delayed_preemption_marks_then_evicts_at_the_deadline() -> None:
@@ -214,12 +229,16 @@ def test_delayed_victims_are_not_taken_by_a_third_job() -> None:
     result = run_session(snap)
     assert not evictions(result)
     assert not any(isinstance(d, MarkPrivileged) for d in result.decisions)
+    # The control: without the marks, the third job does preempt `low`.
+    unmarked = dataclasses.replace(snap, groups=(base.groups[0], base.groups[1], third))
+    assert any(e.group == "low" for e in evictions(run_session(unmarked)))
 
 
 def test_preempt_disabled_by_config() -> None:
     config = SessionConfig(actions=(ActionName.ENQUEUE, ActionName.ALLOCATE))
     assert not evictions(run_session(_full_cluster(), config))
     assert not binds(run_session(_full_cluster(), config))
+    assert evictions(run_session(_full_cluster()))  # the control: the default actions preempt
 
 
 def _with(g: PodGroup, mark: PreemptionMark) -> PodGroup:

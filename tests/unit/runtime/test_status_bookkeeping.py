@@ -1,0 +1,77 @@
+"""Status writes: remembered only after they succeeded (a failed write is retried), and
+bookkeeping of objects that are gone is pruned."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from operators.controllers.scheduler_status import API, StatusWriter
+from operators.runtime import records as R
+from operators.runtime.client import ApiError
+from operators.runtime.metrics import SchedulerMetrics
+from operators.scheduler import decisions as D
+from operators.scheduler.session import PoolStatus, QueueStatus, SessionResult
+
+from .factories import pod, podgroup
+from .test_cache import Harness
+
+# ---- status bookkeeping is recorded after success and pruned -----------------------
+
+
+class StatusApi:
+    """A narrow stand-in for KubeClient.merge_patch: the first `failures` writes answer 500."""
+
+    def __init__(self, failures: int = 0) -> None:
+        self.failures = failures
+        self.patches: list[str] = []
+
+    async def merge_patch(self, path: str, body: Any) -> dict[str, Any]:
+        self.patches.append(path)
+        if self.failures:
+            self.failures -= 1
+            raise ApiError(500, {"reason": "InternalError"})
+        return {}
+
+
+def status_writer(h: Harness, api: StatusApi) -> StatusWriter:
+    fake: Any = api
+    return StatusWriter(fake, h.cache, SchedulerMetrics(), concurrency=4)
+
+
+async def test_failed_queue_and_pool_writes_are_retried_with_the_same_value() -> None:
+    h = Harness()
+    h.cache.on_queue("ADDED", ("", "q"), R.queue({"metadata": {"name": "q"}, "spec": {}}), None)
+    h.cache.on_pool("ADDED", ("", "p"), R.pool({"metadata": {"name": "p"}, "spec": {}}), None)
+    api = StatusApi(failures=2)
+    writer = status_writer(h, api)
+    queues = {"q": QueueStatus(deserved={}, allocated={}, pending=1, inqueue=0, running=0)}
+    pools = {"p": PoolStatus(capacity={}, allocatable={}, used={}, shared={}, pending={}, nodes=1)}
+    for _ in range(3):
+        writer.write_queues(queues)
+        writer.write_pools(pools)
+        await writer.drain()
+    # Failed once each, written once each, then nothing while the value stays the same.
+    assert sorted(api.patches) == sorted([f"{API}/queues/q/status", f"{API}/pools/p/status"] * 2)
+    h.cache.on_queue("DELETED", ("", "q"), None, h.cache.queues["q"])
+    h.cache.on_pool("DELETED", ("", "p"), None, h.cache.pools["p"])
+    writer.write_queues(queues)
+    writer.write_pools(pools)
+    assert writer._last_queue == {}
+    assert writer._last_pool == {}
+
+
+async def test_throttle_times_and_implicit_marks_of_vanished_objects_are_pruned() -> None:
+    h = Harness()
+    h.group(podgroup("g"))
+    h.pod(pod("plain"))
+    writer = status_writer(h, StatusApi())
+    mark = D.MarkWillEvict(victim="pod:uid-plain", preemptor="pg-g", deadline=100.0)
+    writer.write_groups(SessionResult(decisions=(mark,), explanations={}), 1.0, "t")
+    await writer.drain()
+    assert set(writer._last_message_write) == {"pg-g"}
+    assert set(writer.implicit_marks) == {"pod:uid-plain"}
+    h.cache.on_podgroup("DELETED", ("ns", "g"), None, h.groups.pop(("ns", "g")))
+    h.delete_pod("plain")
+    writer.write_groups(SessionResult(decisions=(), explanations={}), 2.0, "t")
+    assert writer._last_message_write == {}
+    assert writer.implicit_marks == {}
