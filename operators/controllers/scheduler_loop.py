@@ -251,10 +251,8 @@ class SchedulerOperator:
         """Seconds until something needs a cycle without any event: a delayed-preemption
         deadline, a half-bound gang's grace, or the safety tick (only if work is pending)."""
         wait = self.settings.safety_tick_seconds
-        for rec in self.cache.groups.values():
-            mark = rec.group.preemption
-            if mark is not None:
-                wait = min(wait, max(0.0, mark.deadline - now) + 0.05)
+        for deadline in self.cache.preemption_deadlines():
+            wait = min(wait, max(0.0, deadline - now) + 0.05)
         for since in self._half_bound_since.values():
             wait = min(wait, max(0.0, since + self.settings.half_bound_grace_seconds - now) + 0.05)
         if self.cache.assumed:
@@ -276,7 +274,7 @@ class SchedulerOperator:
             timed_work = not woke and (
                 self.cache.has_pending_work()
                 or self._half_bound_since
-                or any(r.group.preemption for r in self.cache.groups.values())
+                or bool(self.cache.preemption_deadlines())
             )
             if self._schedule_wanted or timed_work:
                 self._schedule_wanted = False

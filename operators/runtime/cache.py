@@ -227,6 +227,16 @@ class SchedulerCache:
             return
         self._own_group_status[group_uid] = (phase, R.preemption_mark(status))
 
+    def preemption_deadlines(self) -> list[float]:
+        """Deadlines of delayed-preemption marks, from the watch and from our own writes.
+
+        The loop sleeps until the earliest one; a mark we just wrote has not come back through
+        the watch yet (and its echo wakes nobody), so it must count from the moment we wrote it.
+        """
+        marks = [r.group.preemption for r in self.groups.values()]
+        marks += [mark for _, mark in self._own_group_status.values()]
+        return [m.deadline for m in marks if m is not None]
+
     def expect_nomination(self, pod_uid: str, node: str) -> None:
         """Called just before the scheduler patches a pod's status.nominatedNodeName."""
         self._own_nomination[pod_uid] = node

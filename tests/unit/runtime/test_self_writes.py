@@ -141,3 +141,13 @@ def test_our_nomination_echo_is_a_status_change_only() -> None:
     assert h.changes == ["status"]
     h.pod({**raw, "status": {**raw["status"], "nominatedNodeName": "n2"}})
     assert h.changes == ["status", "schedule"]
+
+
+def test_a_mark_we_wrote_sets_the_loops_timer_before_its_echo_arrives() -> None:
+    """The echo of our mark wakes nobody, so the deadline must count from our own write: else
+    the loop sleeps a whole safety tick past the deadline before it evicts (e2e saw 30 s)."""
+    op = SchedulerOperator(SchedulerSettings(metrics_port=0, leader_election=False))
+    assert op._next_deadline(100.0) == op.settings.safety_tick_seconds
+    mark = {"role": "WillEvict", "deadline": R.rfc3339(104.0), "peers": ["ns/high"]}
+    op.cache.expect_group_status("pg-g", {"phase": "Running", "preemption": mark})
+    assert abs(op._next_deadline(100.0) - 4.05) < 1e-6
