@@ -16,8 +16,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import defaultdict
-from collections.abc import Callable, Coroutine
+from collections import Counter, defaultdict
+from collections.abc import Callable, Collection, Coroutine, KeysView, Sequence
 from typing import Any
 
 from operators.api import labels as L
@@ -71,13 +71,25 @@ class DecisionApplier:
         self.metrics = metrics
         self._tasks: set[asyncio.Task[Any]] = set()
         self._evicting: set[str] = set()  # pod uids with an eviction in flight
-        self.binding_groups: set[str] = set()  # group uids with bindings in flight
+        # Gangs with bindings in flight, per group uid (an elastic group's growth may be in
+        # flight beside its minimum when both were handed out early).
+        self._binding: Counter[str] = Counter()
         # Nominations share the bind/evict bound (settings.bind_concurrency) on connections.
         self._write_sem = write_semaphore or asyncio.Semaphore(64)
         self.may_write: Callable[[], bool] = may_write or (lambda: True)
         # Victim groups counted in sluice_preemptions_total: a victim re-decided every cycle (an
         # eviction a PodDisruptionBudget keeps refusing) is counted once, when first chosen.
         self._victims = RecentKeys(VICTIM_MEMORY_SECONDS)
+
+    @property
+    def binding_groups(self) -> KeysView[str]:
+        """Group uids with bindings in flight."""
+        return self._binding.keys()
+
+    def _done_binding(self, group_uid: str) -> None:
+        self._binding[group_uid] -= 1
+        if self._binding[group_uid] <= 0:
+            del self._binding[group_uid]
 
     def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
         task = asyncio.create_task(coro)
@@ -122,8 +134,11 @@ class DecisionApplier:
 
     # ----------------------------------------------------------------------------------------
 
-    def apply(self, result: Any, now: float) -> dict[str, int]:
-        """Apply in the core's order; returns counts for logging.
+    def apply(
+        self, result: Any, now: float, issued: Collection[str] = frozenset()
+    ) -> dict[str, int]:
+        """Apply in the core's order; returns counts for logging. Binds of tasks in `issued`
+        (handed out early by `bind_early` while the session ran) are not issued again.
 
         Each decision (each gang, for bindings) is applied on its own: one that raises is logged
         with its group, counted in `sluice_apply_failures_total`, and skipped, so the rest of the
@@ -135,7 +150,8 @@ class DecisionApplier:
             return counts
         for decision in result.decisions:
             if isinstance(decision, D.Bind):
-                binds[decision.group].append(decision)
+                if decision.task not in issued:
+                    binds[decision.group].append(decision)
                 continue
             try:
                 self._apply_one(decision, counts)
@@ -147,6 +163,23 @@ class DecisionApplier:
             except Exception:  # noqa: BLE001 - isolate one bad gang from the rest
                 self._failed("bind", group_uid)
         return counts
+
+    def bind_early(self, binds: Sequence[D.Bind], now: float) -> list[str]:
+        """Issue the Binds of one committed statement while the session is still running
+        (`SessionConfig.on_bind`); returns the task uids issued, each gang whole or not at all."""
+        issued: list[str] = []
+        if not self.may_write():
+            return issued
+        by_group: defaultdict[str, list[D.Bind]] = defaultdict(list)
+        for bind in binds:
+            by_group[bind.group].append(bind)
+        for group_uid, members in by_group.items():
+            try:
+                if self._bind_gang(group_uid, members, now):
+                    issued.extend(b.task for b in members)
+            except Exception:  # noqa: BLE001 - isolate one bad gang from the rest
+                self._failed("bind", group_uid)
+        return issued
 
     def _apply_one(self, decision: Any, counts: dict[str, int]) -> None:
         if isinstance(decision, D.Evict):
@@ -204,11 +237,11 @@ class DecisionApplier:
         try:
             for req, bind in zip(requests, members, strict=True):
                 self.cache.assume(req.uid, bind.node, bind.gpu_ids, now)
-            self.binding_groups.add(group_uid)
+            self._binding[group_uid] += 1
             self._spawn(self._run_gang(group_uid, requests))
         except BaseException:
             # Nothing was issued: undo the gang's assumptions so the next cycle sees it pending.
-            self.binding_groups.discard(group_uid)
+            self._done_binding(group_uid)
             for req in requests:
                 self.cache.forget(req.uid)
             raise
@@ -226,7 +259,7 @@ class DecisionApplier:
             self._failed("bind", group_uid)
             return
         finally:
-            self.binding_groups.discard(group_uid)
+            self._done_binding(group_uid)
         if outcome.failed:
             for _, reason in outcome.failed:
                 self.metrics.bind_failures.labels(reason=reason.split(" ")[0]).inc()

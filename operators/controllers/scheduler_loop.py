@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 from typing import Any
 
 from operators.controllers.scheduler_apply import DecisionApplier
@@ -313,9 +313,25 @@ class SchedulerOperator:
         self.cache.expire_assumptions(now, self.settings.assume_ttl_seconds)
         snap = self.cache.snapshot(now, status.implicit_marks)
         t1 = time.perf_counter()
-        config = SessionConfig(timer=time.perf_counter)
         # The snapshot is immutable, so the session can run off the event loop while watches
-        # and in-flight bindings keep being served.
+        # and in-flight bindings keep being served; and each gang the session commits (binds
+        # only, no evictions) is bound at once, not after the whole session: a burst of
+        # 10,000 pods sees its first Binding within the first gangs' placement.
+        loop = asyncio.get_running_loop()
+        issued: set[str] = set()
+        first_bind: list[float] = []
+
+        def early(binds: Sequence[D.Bind]) -> None:
+            if not self.leading():
+                return  # applied (or not) with the rest at the end, under the same check
+            if not first_bind:
+                first_bind.append(time.perf_counter())
+            issued.update(applier.bind_early(binds, time.time()))
+
+        def on_bind(binds: tuple[D.Bind, ...]) -> None:  # runs in the session's thread
+            loop.call_soon_threadsafe(early, binds)
+
+        config = SessionConfig(timer=time.perf_counter, on_bind=on_bind)
         result = await asyncio.to_thread(run_session, snap, config)
         t2 = time.perf_counter()
         self._last_result = result
@@ -325,7 +341,8 @@ class SchedulerOperator:
             log.warning("cycle %d: lease not renewed in time; not applying", self.cycles)
             self._schedule_wanted = True  # should the renewal still succeed, decide afresh
             return
-        counts = applier.apply(result, time.time())
+        counts = applier.apply(result, time.time(), issued)
+        counts["bind"] += len(issued)
         bound_now = {d.group for d in result.decisions if isinstance(d, D.Bind)}
         await self._repair_half_bound(applier, bound_now, now)
         self.cache.dirty_groups.clear()  # this pass looks at every group
@@ -361,13 +378,16 @@ class SchedulerOperator:
                 self._relists_seen[name] = informer.relists
         if counts["bind"] or counts["evict"] or written or (t3 - t0) > 1.0:
             log.info(
-                "cycle %d: %d nodes, %d groups, %d tasks; bind %d, evict %d, nominate %d, "
-                "status writes %d; snapshot %.3fs session %.3fs apply %.3fs",
+                "cycle %d: %d nodes, %d groups, %d tasks; bind %d (%d during the session, "
+                "first after %.3fs), evict %d, nominate %d, status writes %d; snapshot %.3fs "
+                "session %.3fs apply %.3fs",
                 self.cycles,
                 len(snap.nodes),
                 len(snap.groups),
                 len(snap.tasks),
                 counts["bind"],
+                len(issued),
+                (first_bind[0] - t1) if first_bind else t2 - t1,
                 counts["evict"],
                 counts["nominate"],
                 written,

@@ -5,6 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from operators.scheduler.decisions import Bind, Nominate
+from operators.scheduler.state import Placement
+from operators.scheduler.statement import AllocateOp
+
 if TYPE_CHECKING:
     from operators.scheduler.decisions import Decision
     from operators.scheduler.framework import Extensions
@@ -29,4 +33,22 @@ class Session:
     decisions: list[Decision] = field(default_factory=list)
 
     def commit(self, stmt: Statement) -> None:
-        self.operations.extend(stmt.commit())
+        ops = stmt.commit()
+        self.operations.extend(ops)
+        sink = self.config.on_bind
+        if sink is None or not ops:
+            return
+        allocs = [op for op in ops if isinstance(op, AllocateOp) and op.kind == Placement.BIND]
+        if len(allocs) == len(ops):
+            decisions = (d for op in allocs for d in placements(self.state, op))
+            sink(tuple(d for d in decisions if isinstance(d, Bind)))
+
+
+def placements(state: SessionState, op: AllocateOp) -> list[Bind | Nominate]:
+    """The Bind (or, for room still being freed, Nominate) decisions of one allocation."""
+    record = Bind if op.kind == Placement.BIND else Nominate
+    node_name = state.nodes.names[op.node]
+    return [
+        record(t.task.uid, t.group.uid, t.task.namespace, t.task.name, node_name, ids)
+        for t, ids in zip(op.tasks, op.gpu_ids, strict=True)
+    ]

@@ -21,13 +21,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from operators.scheduler.actions import allocate, backfill, enqueue, preempt, reclaim
-from operators.scheduler.context import Session
+from operators.scheduler.context import Session, placements
 from operators.scheduler.decisions import (
-    Bind,
     Decision,
     Evict,
     Explanation,
-    Nominate,
     ReasonCode,
     SetGroupPhase,
 )
@@ -143,11 +141,7 @@ def close(ssn: Session, timings: dict[str, float]) -> SessionResult:
             entry = evictions.setdefault(op.tasks[0].group.uid, ([], op))
             entry[0].extend(t.task.uid for t in op.tasks)
             continue
-        record = Bind if op.kind == Placement.BIND else Nominate
-        node_name = state.nodes.names[op.node]
-        for t, ids in zip(op.tasks, op.gpu_ids, strict=True):
-            task = t.task
-            binds.append(record(task.uid, t.group.uid, task.namespace, task.name, node_name, ids))
+        binds.extend(placements(state, op))
     decisions: list[Decision] = []
     for uid, (tasks, op) in evictions.items():
         decisions.append(Evict(uid, tuple(tasks), op.reason, op.message, op.preemptor))

@@ -14,7 +14,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from operators.scheduler.decisions import Decision, Explanation
+    from operators.scheduler.decisions import Bind, Decision, Explanation
     from operators.scheduler.framework import NodeScorer
     from operators.scheduler.snapshot import Resources, Snapshot
     from operators.scheduler.state import SessionState
@@ -35,6 +35,9 @@ DEFAULT_ACTIONS: tuple[ActionName, ...] = (
     ActionName.RECLAIM,
     ActionName.BACKFILL,
 )
+
+BindSink = Callable[[tuple["Bind", ...]], None]
+"""Receives early Bind decisions (see ``SessionConfig.on_bind``)."""
 
 Timer = Callable[[], float]
 """A monotonic clock the *caller* injects (e.g. ``time.perf_counter``); the core never reads one."""
@@ -66,6 +69,12 @@ class SessionConfig:
     # explanation text. Same decisions either way; off only to check that (tests).
     equivalence_cache: bool = True
     timer: Timer | None = None
+    # Called with the Bind decisions of each committed statement that only binds (no
+    # evictions, no nominations), as soon as it commits, so that the caller can start binding
+    # while the session goes on. Committed statements are final: the same Binds are in the
+    # result's decisions, in the same order. Decisions are the same with or without it. The
+    # caller owns what the callback does (the core does no I/O).
+    on_bind: BindSink | None = None
     # Extra node scorers, built at session open and registered after the built-in ones (so the
     # weighted sum of framework.NodeScorer simply gains terms). Set binpack_weight and
     # topology_weight to 0 to let them decide alone (the simulator's reference policies).

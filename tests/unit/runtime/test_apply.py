@@ -88,3 +88,29 @@ async def test_gang_with_a_member_gone_since_the_snapshot_is_not_started() -> No
 def test_binding_request_carries_gpu_ids() -> None:
     req = BindRequest("ns", "p", "u", "n1", {"scheduling.sluice.dev/gpu-ids": "4,5"})
     assert req.ref.name == "p"
+
+
+async def test_binds_handed_out_during_the_session_are_not_issued_again() -> None:
+    h = Harness()
+    gang(h, 2)
+    h.pod(pod("solo"))
+    app, binder = applier(h)
+    early = [bind("g-0", "n0"), bind("g-1", "n1")]
+    issued = app.bind_early(early, now=1.0)
+    assert issued == ["uid-g-0", "uid-g-1"]
+    solo = D.Bind(task="uid-solo", group="pod:uid-solo", namespace="ns", name="solo", node="n2")
+    result = SessionResult(decisions=(*early, solo), explanations={})
+    assert app.apply(result, now=2.0, issued=set(issued))["bind"] == 1
+    await app.drain()
+    assert binder.gangs == [["g-0", "g-1"], ["solo"]]
+
+
+async def test_two_gangs_of_one_group_in_flight_keep_it_marked_until_both_end() -> None:
+    h = Harness()
+    gang(h, 3)
+    app, _ = applier(h)
+    app.bind_early([bind("g-0", "n0"), bind("g-1", "n1")], now=1.0)
+    app.bind_early([bind("g-2", "n2")], now=1.0)  # an elastic group's growth, say
+    assert "pg-g" in app.binding_groups
+    await app.drain()
+    assert "pg-g" not in app.binding_groups

@@ -4,6 +4,8 @@ Pending group: quadratic on a full cluster)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
@@ -17,8 +19,9 @@ from operators.scheduler.session import SessionConfig
 from operators.scheduler.snapshot import Snapshot
 from operators.scheduler.state import GroupInfo, SessionState
 
+from .drawn import drawn_snapshot
 from .simulate import advance
-from .test_properties import POOLS, PROFILE, clusters, queue_trees, workloads
+from .test_properties import PROFILE
 
 
 def plain_loop(quota: Quota, g: GroupInfo) -> NDArray[np.float64]:
@@ -57,15 +60,8 @@ def session_quota(snap: Snapshot) -> Quota:
 @PROFILE
 @given(st.data())
 def test_indexed_reclaimable_room_equals_the_plain_loop(data: st.DataObject) -> None:
-    first, second = data.draw(workloads("a")), data.draw(workloads("b"))
-    snap = Snapshot(
-        now=0.0,
-        nodes=data.draw(clusters()),
-        queues=data.draw(queue_trees()),
-        pools=POOLS,
-        groups=(*first[0], *second[0]),
-        tasks=(*first[1], *second[1]),
-    )
+    snap, second = drawn_snapshot(data)
+    snap = replace(snap, groups=(*snap.groups, *second[0]), tasks=(*snap.tasks, *second[1]))
     # Some groups running (some borrowed elsewhere), some still pending.
     for step in range(data.draw(st.integers(0, 2))):
         snap = advance(snap, run_session(snap), now=30.0 * (step + 1))
