@@ -205,7 +205,10 @@ class SchedulerCache:
             self._schedule("podgroup")
         elif old.group != new.group:
             if self._own_status_only(old, new):
+                # No session, but the loop re-arms its timer: the echo may carry the deadline of
+                # a delayed preemption it wrote, which the loop waits for.
                 self.triggers[SELF_WRITE] += 1
+                self._notify("status")
             else:
                 self._schedule("podgroup")
 

@@ -123,15 +123,17 @@ def test_our_status_echo_with_a_spec_change_still_starts_a_session() -> None:
     assert h.changes == ["schedule"]
 
 
-def test_our_delayed_preemption_mark_echo_starts_nothing() -> None:
+def test_our_delayed_preemption_mark_echo_starts_no_session_but_wakes_the_timer() -> None:
     mark = {"role": "Privileged", "deadline": R.rfc3339(100.0), "peers": ["ns/other"]}
     h, raw = we_wrote({"phase": "Inqueue", "preemption": mark})
     h.group({**raw, "status": {"phase": "Inqueue", "preemption": mark}})
-    assert h.changes == []
+    # No session, but a wake-up: the loop must re-arm its timer for the mark's deadline.
+    assert h.changes == ["status"]
+    assert h.cache.groups[("ns", "g")].group.preemption is not None
     # A different deadline (someone else's edit) is news.
     later = {**mark, "deadline": R.rfc3339(200.0)}
     h.group({**raw, "status": {"phase": "Inqueue", "preemption": later}})
-    assert h.changes == ["schedule"]
+    assert h.changes == ["status", "schedule"]
 
 
 def test_our_nomination_echo_is_a_status_change_only() -> None:
