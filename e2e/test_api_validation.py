@@ -61,6 +61,19 @@ def test_bad_manifest_rejected_by_api_server(
         assert case["server"] in result.stderr, result.stderr
         return
 
+    if "update" in case:
+        kubectl("apply", "--server-side", "-f", "-", input=manifest)
+        result = kubectl(
+            "patch", ref, *ns_args, "--type=merge", "-p", json.dumps(case["update"]), check=False
+        )
+        kubectl("delete", ref, *ns_args, "--wait=false")
+        if case["server"] is None:
+            assert result.returncode == 0, result.stderr
+        else:
+            assert result.returncode != 0, "update was accepted"
+            assert case["server"] in result.stderr, result.stderr
+        return
+
     result = kubectl("apply", "--server-side", "-f", "-", input=manifest, check=False)
     if case["server"] is None:
         # Needs recursion or other objects: admitted here, reported by the owning operator.

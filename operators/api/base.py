@@ -23,6 +23,7 @@ from pydantic import (
     ConfigDict,
     Field,
     WithJsonSchema,
+    model_validator,
 )
 from pydantic.alias_generators import to_camel
 
@@ -62,7 +63,10 @@ MAX_RESOURCES = 32
 MAX_TASKS = 64
 MAX_POLICIES = 32
 MAX_LIST = 256
+MAX_TENANTS = 64
 MAX_QUANTITY = 64
+MAX_REASON = 128
+MAX_MESSAGE = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +104,32 @@ class SluiceModel(BaseModel):
 
     #: CEL rules of this class (not inherited: each class lists its own).
     cel_rules: ClassVar[tuple[Rule, ...]] = ()
+    #: Fields (Python names) that cannot change once the object exists, each with the message the
+    #: API server returns. They become CEL transition rules (`oldSelf`) and `update_errors`.
+    immutable_fields: ClassVar[dict[str, str]] = {}
+    #: Fields declared only to be refused with a message that says what to write instead
+    #: (Volcano shapes Sluice does not support): Python name -> message. Declare each field as
+    #: `Refused` so any value passes the schema and the CEL rule gets to say why.
+    refused_fields: ClassVar[dict[str, str]] = {}
+
+    @classmethod
+    def all_cel_rules(cls) -> tuple[Rule, ...]:
+        """This class's rules plus the transition rules of its immutable fields."""
+        rules = list(cls.__dict__.get("cel_rules", ()))
+        for name, message in cls.__dict__.get("immutable_fields", {}).items():
+            wire = cls.model_fields[name].alias or name
+            rules.append(Rule(cel_unchanged(wire), message, field_path=f".{wire}"))
+        for name, message in cls.__dict__.get("refused_fields", {}).items():
+            wire = cls.model_fields[name].alias or name
+            rules.append(Rule(f"!has(self.{wire})", message, field_path=f".{wire}"))
+        return tuple(rules)
+
+    @model_validator(mode="after")
+    def _refuse_fields(self) -> Self:
+        for name, message in type(self).__dict__.get("refused_fields", {}).items():
+            if getattr(self, name) is not None:
+                raise ValueError(message)
+        return self
 
     @classmethod
     def __get_pydantic_json_schema__(
@@ -107,10 +137,27 @@ class SluiceModel(BaseModel):
     ) -> JsonSchemaValue:
         schema = handler(core_schema)
         target = handler.resolve_ref_schema(schema)
-        rules = cls.__dict__.get("cel_rules", ())
+        rules = cls.all_cel_rules()
         if rules:
             target["x-kubernetes-validations"] = [r.as_schema() for r in rules]
         return schema
+
+    def update_errors(self, old: Self) -> list[str]:
+        """Why replacing `old` by `self` is refused (the transition rules), [] when it is fine.
+
+        Nested models are compared like the API server correlates them: model fields directly,
+        map values by key, and list items by their `name` (lists of models are list-maps).
+        """
+        errors = [
+            message
+            for name, message in type(self).__dict__.get("immutable_fields", {}).items()
+            if getattr(self, name) != getattr(old, name)
+        ]
+        for name in type(self).model_fields:
+            new_value, old_value = getattr(self, name), getattr(old, name)
+            for new_item, old_item in _correlate(new_value, old_value):
+                errors.extend(new_item.update_errors(old_item))
+        return errors
 
     def to_dict(self) -> dict[str, Any]:
         """The wire form: camelCase keys, enums as strings, unset optional fields left out."""
@@ -120,6 +167,26 @@ class SluiceModel(BaseModel):
     def from_dict(cls, data: Any) -> Self:
         """Parse the wire form (or anything `model_validate` accepts)."""
         return cls.model_validate(data)
+
+
+def _correlate(new: Any, old: Any) -> list[tuple[SluiceModel, SluiceModel]]:
+    pairs: list[tuple[Any, Any]] = []
+    if isinstance(new, SluiceModel):
+        pairs = [(new, old)]
+    elif isinstance(new, dict) and isinstance(old, dict):
+        pairs = [(v, old.get(k)) for k, v in new.items()]
+    elif isinstance(new, list) and isinstance(old, list):
+        by_name = {getattr(o, "name", None): o for o in old}
+        pairs = [(v, by_name.get(getattr(v, "name", None))) for v in new]
+    return [(n, o) for n, o in pairs if isinstance(n, SluiceModel) and type(o) is type(n)]
+
+
+def cel_unchanged(field: str) -> str:
+    """CEL transition rule: optional `field` is not set, unset or changed by an update."""
+    return (
+        f"has(self.{field}) == has(oldSelf.{field}) && "
+        f"(!has(self.{field}) || self.{field} == oldSelf.{field})"
+    )
 
 
 class StatusModel(SluiceModel):
@@ -144,8 +211,39 @@ LABEL_KEY_PATTERN = (
     r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
     r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
 )
-# Resource names: `cpu`, `memory`, `nvidia.com/gpu`, `hugepages-2Mi`, `nodes`, `pods`.
-RESOURCE_NAME_PATTERN = LABEL_KEY_PATTERN
+# Resource names a quota or a status may hold: the standard ones, `nodes` (Pool status), huge
+# pages by size, and lower-case extended resources (`nvidia.com/gpu`). Kubernetes itself accepts
+# upper case in the name part, but device plugins never advertise it, so `nvidia.com/GPU` is a typo
+# that would cap nothing: refusing it is the point of this list.
+STANDARD_RESOURCE_NAMES: tuple[str, ...] = (
+    "cpu",
+    "memory",
+    "ephemeral-storage",
+    "storage",
+    "pods",
+    "nodes",
+)
+_EXTENDED_RESOURCE = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)+/[a-z0-9]([-a-z0-9_.]*[a-z0-9])?"
+RESOURCE_NAME_PATTERN = (
+    "^(" + "|".join(STANDARD_RESOURCE_NAMES) + r"|hugepages-[0-9]+([KMGTPE]i|[kMGTPE])?"
+    "|" + _EXTENDED_RESOURCE + ")$"
+)
+RESOURCE_NAME_MESSAGE = (
+    "resource names must be cpu, memory, ephemeral-storage, storage, pods, nodes, "
+    "hugepages-<size> or a lower-case extended resource such as nvidia.com/gpu"
+)
+
+
+# Keys of a map are not capped by the schema; the rule checks the length first so a huge key
+# fails fast, and the map's maxProperties bounds the cost the API server estimates.
+def cel_string(text: str) -> str:
+    """`text` as a single-quoted CEL string literal (regexes carry backslashes)."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+_RESOURCE_NAMES_RULE = (
+    f"self.all(k, size(k) <= {MAX_NAME} && k.matches({cel_string(RESOURCE_NAME_PATTERN)}))"
+)
 
 DnsLabel = Annotated[str, _check_name(MAX_LABEL, DNS_LABEL_PATTERN)]
 """A DNS-1123 label: task names, queue names, tier names."""
@@ -155,11 +253,15 @@ LabelKey = Annotated[str, _check_name(316, LABEL_KEY_PATTERN)]
 """A label key such as `kubernetes.io/hostname`."""
 
 
-def _refuse_numbers(value: Any) -> Any:
-    # Same rule as the CRD (see _QUANTITY_SCHEMA), with a hint instead of "not a string".
-    if isinstance(value, int | float | Decimal) and not isinstance(value, bool):
-        # ValueError, not TypeError: pydantic turns only ValueError into a ValidationError.
-        raise ValueError(f"quantities are strings: write '{value}', not {value}")  # noqa: TRY004
+def _integer_as_string(value: Any) -> Any:
+    # YAML `cpu: 2` (how Volcano's and core/v1's examples write it) arrives as an int: take it,
+    # like the CRD's int-or-string. Fractions must be strings there, so they are here too.
+    if isinstance(value, bool):
+        raise ValueError(f"not a quantity: {value!r}")  # noqa: TRY004 (pydantic wants ValueError)
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float | Decimal):
+        raise ValueError(f"write fractional quantities as strings: '{value}', not {value}")  # noqa: TRY004
     return value
 
 
@@ -175,42 +277,59 @@ def _check_non_negative(value: str) -> str:
     return value
 
 
-# On the wire a quantity is a string ("8", "500m", "16Gi"), not core/v1's int-or-string: the API
-# server cannot bound the cost of CEL rules over int-or-string values (their size is unknown to
-# its estimator), and the guarantee <= capability rule must run at admission. Python callers get
-# the same rule.
-#
-# The format is checked by CEL rather than by `pattern` so the error says what is wrong in words
-# ("must be a non-negative quantity") instead of quoting a regular expression.
+# On the wire a quantity is core/v1's int-or-string ("500m", "16Gi", or a bare integer such as
+# `cpu: 2`); the Python models keep it as a string. The format is checked by CEL rather than by
+# `pattern` so the error says what is wrong in words instead of quoting a regular expression.
 _QUANTITY_SCHEMA: dict[str, Any] = {
-    "type": "string",
+    "x-kubernetes-int-or-string": True,
     "maxLength": MAX_QUANTITY,
     "x-kubernetes-validations": [
         Rule(
-            "isQuantity(self) && !self.startsWith('-')",
+            "isQuantity(string(self)) && !string(self).startsWith('-')",
             "must be a non-negative quantity such as 500m, 8 or 16Gi",
         ).as_schema()
     ],
 }
 Quantity = Annotated[
     str,
-    BeforeValidator(_refuse_numbers),
+    BeforeValidator(_integer_as_string),
     AfterValidator(_check_non_negative),
     WithJsonSchema(_QUANTITY_SCHEMA),
 ]
 """A non-negative Kubernetes quantity as a string ("500m", "8", "16Gi")."""
 
 
+_LIKELY_MEANT = {"gpu": "nvidia.com/gpu", "gpus": "nvidia.com/gpu", "mem": "memory"}
+
+
+def resource_name_hint(key: str) -> str:
+    """What the user probably meant by a resource name that is not canonical ('' if no guess)."""
+    lower = key.lower()
+    guess = _LIKELY_MEANT.get(lower, lower)
+    if guess != key and re.match(RESOURCE_NAME_PATTERN, guess):
+        return guess
+    return ""
+
+
 def _check_resource_names(value: dict[str, str]) -> dict[str, str]:
     for key in value:
         if len(key) > MAX_NAME or not re.match(RESOURCE_NAME_PATTERN, key):
-            raise ValueError(f"invalid resource name {key!r}")
+            hint = resource_name_hint(key)
+            meant = f" (did you mean {hint!r}?)" if hint else ""
+            raise ValueError(f"invalid resource name {key!r}{meant}: {RESOURCE_NAME_MESSAGE}")
     return value
 
 
 ResourceList = Annotated[
     dict[str, Quantity],
-    Field(max_length=MAX_RESOURCES),
+    Field(
+        max_length=MAX_RESOURCES,
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                Rule(_RESOURCE_NAMES_RULE, RESOURCE_NAME_MESSAGE).as_schema()
+            ]
+        },
+    ),
     AfterValidator(_check_resource_names),
 ]
 """Resource name → quantity, e.g. `{"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": "4"}`."""
@@ -220,6 +339,17 @@ def quantities(resources: dict[str, str] | None) -> dict[str, Decimal]:
     """A ResourceList as exact numbers (`{}` for None)."""
     return {k: parse_quantity(v) for k, v in (resources or {}).items()}
 
+
+Refused = Annotated[
+    Any,
+    WithJsonSchema(
+        {
+            "description": "Volcano's field, refused with a message that says what to write.",
+            "x-kubernetes-preserve-unknown-fields": True,
+        }
+    ),
+]
+"""Type of a field listed in `refused_fields` (declare it `= None`)."""
 
 # A pod template is embedded as an opaque object: modelling all of PodSpec here would duplicate
 # core/v1 and bloat the CRD; the API server validates the pods when they are created.

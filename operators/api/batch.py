@@ -9,26 +9,37 @@ for objects that reach the cluster, by the jobs operator as a `Valid=False` cond
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from enum import StrEnum
-from typing import Annotated, ClassVar, Final, Literal
+from typing import Annotated, ClassVar, Final, Literal, Self
 
 from pydantic import AwareDatetime, Field, field_validator, model_validator
 
 from operators.api import labels
 from operators.api.base import (
     MAX_LABEL,
+    MAX_MESSAGE,
+    MAX_NAME,
     MAX_POLICIES,
+    MAX_REASON,
     MAX_TASKS,
     Conditions,
     DnsLabel,
     DnsSubdomain,
     PodTemplate,
+    Refused,
     Rule,
     SluiceModel,
     StatusModel,
 )
 from operators.api.resource import AGE, PrinterColumn, Resource
-from operators.api.scheduling import NetworkTopology, PreemptionStatus
+from operators.api.scheduling import (
+    QUEUE_IMMUTABLE,
+    QUEUE_NOT_ROOT,
+    NetworkTopology,
+    PreemptionStatus,
+    check_queue_not_root,
+)
 
 __all__ = [
     "DependsOn",
@@ -158,6 +169,30 @@ class RestartPolicy(StrEnum):
     EXIT_CODE = "ExitCode"  # restart on retryable (non-zero, < 128) exit codes only
 
 
+class TransitionTarget(StrEnum):
+    """A phase a transition can reach at any level: what hooks and sink filters may name.
+
+    The union of JobPhase, TaskPhase, ReplicaPhase and the delayed-preemption roles (a unit test
+    keeps it equal to that union).
+    """
+
+    PENDING = "Pending"
+    RUNNING = "Running"
+    RESTARTING = "Restarting"
+    COMPLETING = "Completing"
+    COMPLETED = "Completed"
+    ABORTING = "Aborting"
+    ABORTED = "Aborted"
+    TERMINATING = "Terminating"
+    TERMINATED = "Terminated"
+    FAILED = "Failed"
+    SUCCEEDED = "Succeeded"
+    EVICTED = "Evicted"
+    UNKNOWN = "Unknown"
+    PRIVILEGED = "Privileged"
+    WILL_EVICT = "WillEvict"
+
+
 class DependsOnIteration(StrEnum):
     ANY = "any"
     ALL = "all"
@@ -172,7 +207,12 @@ class LifecyclePolicy(SluiceModel):
 
     action: PolicyAction
     event: PolicyEvent | None = None
-    events: list[PolicyEvent] | None = Field(default=None, min_length=1, max_length=8)
+    events: list[PolicyEvent] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=8,
+        json_schema_extra={"x-kubernetes-list-type": "set"},
+    )
     exit_code: int | None = Field(default=None, ge=-(2**31), le=2**31 - 1)
     timeout: Annotated[str, Field(max_length=32, pattern=DURATION_PATTERN)] | None = Field(
         default=None, description="Delay the action (Go duration, e.g. `5m`)."
@@ -231,6 +271,42 @@ class LifecyclePolicy(SluiceModel):
 
 Policies = Annotated[list[LifecyclePolicy], Field(max_length=MAX_POLICIES)]
 
+_TRIGGERS = "(has({p}.event) ? [{p}.event] : has({p}.events) ? {p}.events : [])"
+_HAS_EVENT = "((has({q}.event) && {q}.event == {e}) || (has({q}.events) && {e} in {q}.events))"
+# Which policy fires for an event must not depend on list order, and `*` already covers every
+# event, so it stands alone (Volcano's admission refuses both the same way).
+POLICIES_UNIQUE = Rule(
+    "!has(self.policies) || self.policies.all(p, "
+    + _TRIGGERS.format(p="p")
+    + ".all(e, size(self.policies.filter(q, "
+    + _HAS_EVENT.format(q="q", e="e")
+    + ")) == 1))",
+    "policies[]: each event may appear in only one policy",
+    field_path=".policies",
+)
+POLICIES_STAR_ALONE = Rule(
+    "!has(self.policies) || !self.policies.exists(p, "
+    + _HAS_EVENT.format(q="p", e="'*'")
+    + ") || (size(self.policies) == 1 && size("
+    + _TRIGGERS.format(p="self.policies[0]")
+    + ") == 1)",
+    "policies[]: a policy on event '*' must be the only policy of its list, with no other event",
+    field_path=".policies",
+)
+POLICY_RULES = (POLICIES_UNIQUE, POLICIES_STAR_ALONE)
+
+
+def check_policies(policies: list[LifecyclePolicy] | None) -> None:
+    """The Python side of POLICY_RULES."""
+    triggers = [e for p in policies or () for e in p.triggers()]
+    if len(set(triggers)) != len(triggers):
+        dupes = sorted({e.value for e in triggers if triggers.count(e) > 1})
+        raise ValueError(f"{POLICIES_UNIQUE.message}: {', '.join(dupes)} repeated")
+    if PolicyEvent.ANY in triggers and len(triggers) > 1:
+        raise ValueError(POLICIES_STAR_ALONE.message)
+    if PolicyEvent.ANY in triggers and len(policies or ()) > 1:
+        raise ValueError(POLICIES_STAR_ALONE.message)
+
 
 class Hook(SluiceModel):
     """Deliver this job's state transitions to an admin-defined EventSink."""
@@ -239,7 +315,7 @@ class Hook(SluiceModel):
     levels: list[TransitionLevel] | None = Field(
         default=None, max_length=3, description="Job, Task, Replica; unset means all."
     )
-    transitions: list[Annotated[str, Field(max_length=MAX_LABEL)]] | None = Field(
+    transitions: list[TransitionTarget] | None = Field(
         default=None,
         max_length=32,
         description="Target phases to deliver (e.g. Running, Completed, WillEvict); "
@@ -273,6 +349,30 @@ class JobSpecBase(SluiceModel):
         '(`kubectl patch --type merge -p \'{"spec":{"suspend":true}}\'`).',
     )
 
+    @model_validator(mode="after")
+    def _common_rules(self) -> JobSpecBase:
+        check_queue_not_root(self.queue)
+        check_policies(self.policies)
+        return self
+
+
+# Rules and immutable fields of JobSpecBase; each job kind lists them again because CRD rules
+# are per class (`cel_rules` is not inherited).
+_JOB_RULES: tuple[Rule, ...] = (QUEUE_NOT_ROOT, *POLICY_RULES)
+# What the job's PodGroup and pods were built from cannot change under them (Volcano allows
+# only minAvailable, replicas and priorityClassName to change; so do we, plus the knobs that
+# only steer the operator: policies, hooks, retries, TTL, preemption).
+_JOB_IMMUTABLE: dict[str, str] = {
+    "queue": QUEUE_IMMUTABLE,
+    "pool": "spec.pool cannot change: delete and re-create the job to move it",
+    "network_topology": "spec.networkTopology cannot change under placed pods: "
+    "delete and re-create the job",
+}
+_TEMPLATE_IMMUTABLE = (
+    "{where}.template cannot change (replica counts may): delete and re-create the job to "
+    "change its pods"
+)
+
 
 class DependsOn(SluiceModel):
     name: list[DnsLabel] = Field(min_length=1, max_length=16, description="Tasks waited for.")
@@ -293,6 +393,12 @@ class TaskSpec(SluiceModel):
     policies: Policies | None = Field(default=None, description="Task-level; override job's.")
     max_retry: int | None = Field(default=None, ge=0, le=10000)
     depends_on: DependsOn | None = None
+    topology_policy: Refused = None
+
+    refused_fields: ClassVar = {
+        "topology_policy": "tasks[].topologyPolicy (Volcano's NUMA policy) is not supported: "
+        "Sluice picks GPUs by NVLink/NUMA layout itself; remove the field",
+    }
 
     cel_rules: ClassVar = (
         Rule(
@@ -305,7 +411,12 @@ class TaskSpec(SluiceModel):
             "tasks[].dependsOn: a task cannot depend on itself",
             field_path=".dependsOn",
         ),
+        *POLICY_RULES,
     )
+    immutable_fields: ClassVar = {
+        "template": _TEMPLATE_IMMUTABLE.format(where="tasks[]"),
+        "depends_on": "tasks[].dependsOn cannot change: delete and re-create the job",
+    }
 
     @model_validator(mode="after")
     def _task_rules(self) -> TaskSpec:
@@ -313,6 +424,7 @@ class TaskSpec(SluiceModel):
             raise ValueError(self.cel_rules[0].message)
         if self.depends_on is not None and self.name in self.depends_on.name:
             raise ValueError(self.cel_rules[1].message)
+        check_policies(self.policies)
         return self
 
     @property
@@ -331,6 +443,19 @@ class VCJobPlugins(SluiceModel):
     )
     env: PluginArgs | None = Field(default=None, description="Inject VC_TASK_INDEX.")
     ssh: PluginArgs | None = Field(default=None, description="Shared SSH keys across pods.")
+    pytorch: Refused = None
+    mpi: Refused = None
+    tensorflow: Refused = None
+
+    refused_fields: ClassVar = {
+        name: f"spec.plugins.{name} is not supported: use svc (hosts of every task) and env "
+        f"(VC_TASK_INDEX) and set the {what} in the task templates"
+        for name, what in (
+            ("pytorch", "MASTER_ADDR/MASTER_PORT/WORLD_SIZE/RANK variables"),
+            ("mpi", "mpirun host list (from /etc/volcano/<task>.host) and ssh plugin"),
+            ("tensorflow", "TF_CONFIG variable"),
+        )
+    }
 
 
 _TOTAL_REPLICAS = "self.tasks.map(t, t.replicas).sum()"
@@ -368,6 +493,12 @@ def find_dependency_cycle(edges: dict[str, list[str]]) -> list[str] | None:
     return None
 
 
+_TASKS_FIXED = (
+    "spec.tasks: tasks cannot be added, removed, renamed or reordered (their replicas may "
+    "change): delete and re-create the job"
+)
+
+
 class VCJobSpec(JobSpecBase):
     """Volcano's job shape: tasks of identical pods, a gang minimum, event→action policies."""
 
@@ -386,6 +517,7 @@ class VCJobSpec(JobSpecBase):
         default=None, ge=1, le=2**31 - 1, description="Complete once this many pods succeed."
     )
     plugins: VCJobPlugins | None = None
+    volumes: Refused = None
     scheduler_name: DnsSubdomain | None = Field(
         default=None,
         description="schedulerName for task pods that set none; unset means sluice. Kept so "
@@ -414,7 +546,28 @@ class VCJobSpec(JobSpecBase):
             "spec.tasks[].dependsOn.name must name a task of this job",
             field_path=".tasks",
         ),
+        Rule(
+            "self.tasks.map(t, t.name) == oldSelf.tasks.map(t, t.name)",
+            _TASKS_FIXED,
+            field_path=".tasks",
+        ),
+        *_JOB_RULES,
     )
+    refused_fields: ClassVar = {
+        "volumes": "spec.volumes is not supported: create the PersistentVolumeClaims yourself "
+        "and mount them in tasks[].template (volumes and volumeMounts)",
+    }
+    immutable_fields: ClassVar = {
+        **_JOB_IMMUTABLE,
+        "scheduler_name": "spec.schedulerName cannot change: delete and re-create the job",
+        "plugins": "spec.plugins cannot change: delete and re-create the job",
+    }
+
+    def update_errors(self, old: Self) -> list[str]:
+        errors = super().update_errors(old)
+        if [t.name for t in self.tasks] != [t.name for t in old.tasks]:
+            errors.append(_TASKS_FIXED)
+        return errors
 
     @model_validator(mode="after")
     def _job_rules(self) -> VCJobSpec:
@@ -487,7 +640,11 @@ class ReplicaSpec(SluiceModel):
             "replicaSpecs[].replicas must lie between minReplicas and maxReplicas",
             field_path=".replicas",
         ),
+        *POLICY_RULES,
     )
+    immutable_fields: ClassVar = {
+        "template": _TEMPLATE_IMMUTABLE.format(where="replicaSpecs[]"),
+    }
 
     @model_validator(mode="after")
     def _bounds(self) -> ReplicaSpec:
@@ -499,11 +656,18 @@ class ReplicaSpec(SluiceModel):
             self.min_replicas <= self.replicas <= self.effective_max_replicas
         ):
             raise ValueError(self.cel_rules[1].message)
+        check_policies(self.policies)
         return self
 
     @property
     def effective_max_replicas(self) -> int:
         return self.min_replicas if self.max_replicas is None else self.max_replicas
+
+
+_REPLICA_TYPES_FIXED = (
+    "spec.replicaSpecs: replica types cannot be added or removed (their replica counts may "
+    "change): delete and re-create the job"
+)
 
 
 class HybridJobSpec(JobSpecBase):
@@ -534,7 +698,22 @@ class HybridJobSpec(JobSpecBase):
             "spec.networkTopology.units.replicaTypes must name keys of spec.replicaSpecs",
             field_path=".networkTopology.units.replicaTypes",
         ),
+        # Keys are lower-cased in pod names: PS and ps would create the same pods.
+        Rule(
+            "self.replicaSpecs.all(k, self.replicaSpecs.exists_one(j, "
+            "j.lowerAscii() == k.lowerAscii()))",
+            "spec.replicaSpecs keys must differ in more than case (PS and ps name the same pods)",
+            field_path=".replicaSpecs",
+        ),
+        Rule(
+            "self.replicaSpecs.all(k, k in oldSelf.replicaSpecs) && "
+            "oldSelf.replicaSpecs.all(k, k in self.replicaSpecs)",
+            _REPLICA_TYPES_FIXED,
+            field_path=".replicaSpecs",
+        ),
+        *_JOB_RULES,
     )
+    immutable_fields: ClassVar = _JOB_IMMUTABLE
 
     @field_validator("replica_specs")
     @classmethod
@@ -544,7 +723,16 @@ class HybridJobSpec(JobSpecBase):
                 raise ValueError(f"{cls.cel_rules[0].message}: got {key!r}")
         if not any(spec.min_replicas > 0 for spec in value.values()):
             raise ValueError(cls.cel_rules[1].message)
+        lowered = [k.lower() for k in value]
+        if len(set(lowered)) != len(lowered):
+            raise ValueError(f"{cls.cel_rules[3].message}: got {', '.join(sorted(value))}")
         return value
+
+    def update_errors(self, old: Self) -> list[str]:
+        errors = super().update_errors(old)
+        if set(self.replica_specs) != set(old.replica_specs):
+            errors.append(_REPLICA_TYPES_FIXED)
+        return errors
 
     @model_validator(mode="after")
     def _units(self) -> HybridJobSpec:
@@ -574,18 +762,18 @@ class Transition(StatusModel):
         description="Position in the job's transition log: 1, 2, 3... without gaps, per job uid.",
     )
     level: TransitionLevel
-    name: str = Field(description="Job name, task name, or pod name.")
-    from_: str | None = Field(default=None, alias="from")
-    to: str
-    reason: str | None = None
-    message: str | None = None
+    name: str = Field(max_length=MAX_NAME, description="Job name, task name, or pod name.")
+    from_: str | None = Field(default=None, alias="from", max_length=MAX_LABEL)
+    to: str = Field(max_length=MAX_LABEL)
+    reason: str | None = Field(default=None, max_length=MAX_REASON)
+    message: str | None = Field(default=None, max_length=MAX_MESSAGE)
     time: AwareDatetime | None = None
 
 
 class TaskStatus(StatusModel):
     """State of one task (VCJob) or replica type (HybridJob)."""
 
-    name: str
+    name: str = Field(max_length=MAX_LABEL)
     phase: TaskPhase | None = None
     replicas: Count | None = Field(default=None, description="Current desired pod count.")
     min_available: Count | None = None
@@ -593,23 +781,44 @@ class TaskStatus(StatusModel):
     running: Count | None = None
     succeeded: Count | None = None
     failed: Count | None = None
-    reason: str | None = None
+    reason: str | None = Field(default=None, max_length=MAX_REASON)
     last_transition_time: AwareDatetime | None = None
 
 
 class ReplicaStatus(StatusModel):
-    """State of one pod of the job."""
+    """State of one pod of the job (a row of `status.replicas`; see MAX_REPLICA_ROWS)."""
 
-    name: str = Field(description="Pod name.")
-    task: str
+    name: str = Field(max_length=MAX_NAME, description="Pod name.")
+    task: str = Field(max_length=MAX_LABEL)
     index: Count
     phase: ReplicaPhase
-    node: str | None = None
+    node: str | None = Field(default=None, max_length=MAX_NAME)
     restarts: Count | None = None
     exit_code: int | None = None
-    reason: str | None = None
-    message: str | None = None
+    reason: str | None = Field(default=None, max_length=MAX_REASON)
+    message: str | None = Field(default=None, max_length=MAX_MESSAGE)
     last_transition_time: AwareDatetime | None = None
+
+
+#: Rows `status.replicas` may hold. A job may have 100,000 pods per task, and one row per pod
+#: would outgrow etcd's object limit (1.5 MiB) long before that; with these caps a job's status
+#: stays below about 0.6 MiB whatever its size.
+MAX_REPLICA_ROWS: Final = 256
+MAX_TRANSITIONS: Final = 64
+# Phases a reader does not need a row for when rows are scarce: the counts already say it.
+_QUIET_PHASES: Final = frozenset({ReplicaPhase.RUNNING, ReplicaPhase.SUCCEEDED})
+
+
+def bound_replica_rows(rows: Iterable[ReplicaStatus]) -> tuple[list[ReplicaStatus], int]:
+    """The rows to write to `status.replicas` and how many pods they leave out.
+
+    The rule the jobs operator follows: up to MAX_REPLICA_ROWS pods, one row per pod. Beyond,
+    pods that need attention (every phase but Running and Succeeded) come first, then the rest,
+    each in (task, index) order, cut at MAX_REPLICA_ROWS; `status.replicasOmitted` holds the
+    number cut. The per-task counts in `status.tasks[]` always cover every pod.
+    """
+    ordered = sorted(rows, key=lambda r: (r.phase in _QUIET_PHASES, r.task, r.index))
+    return ordered[:MAX_REPLICA_ROWS], max(0, len(ordered) - MAX_REPLICA_ROWS)
 
 
 class JobStatusBase(StatusModel):
@@ -629,10 +838,22 @@ class JobStatusBase(StatusModel):
         default=None, description="Bumped on every restart of the whole job."
     )
     pod_group: str | None = Field(default=None, description="Name of the job's PodGroup.")
-    tasks: list[TaskStatus] | None = None
-    replicas: list[ReplicaStatus] | None = None
+    tasks: list[TaskStatus] | None = Field(default=None, max_length=MAX_TASKS)
+    replicas: list[ReplicaStatus] | None = Field(
+        default=None,
+        max_length=MAX_REPLICA_ROWS,
+        description=f"One row per pod for jobs of up to {MAX_REPLICA_ROWS} pods; beyond, the pods "
+        "that are neither Running nor Succeeded first, then the rest, in (task, index) order, "
+        f"cut at {MAX_REPLICA_ROWS} rows (replicasOmitted says how many pods have no row; "
+        "tasks[] counts every pod).",
+    )
+    replicas_omitted: Count | None = Field(
+        default=None, description="Pods of the job that have no row in `replicas`."
+    )
     transitions: list[Transition] | None = Field(
-        default=None, description="Most recent transitions, newest last (bounded)."
+        default=None,
+        max_length=MAX_TRANSITIONS,
+        description=f"Most recent transitions, newest last (at most {MAX_TRANSITIONS}).",
     )
     transition_seq: Count | None = Field(
         default=None, description="seq of the newest transition ever recorded for this job."

@@ -64,7 +64,7 @@ def _root_schema(kind: type[Resource]) -> dict[str, Any]:
     }
     if kind.model_fields["spec"].is_required():
         root["required"] = ["spec"]
-    rules = kind.__dict__.get("cel_rules", ())
+    rules = kind.all_cel_rules()
     if rules:
         root["x-kubernetes-validations"] = [r.as_schema() for r in rules]
     return root

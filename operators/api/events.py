@@ -25,7 +25,7 @@ from operators.api.base import (
     SluiceModel,
     StatusModel,
 )
-from operators.api.batch import TransitionLevel
+from operators.api.batch import TransitionLevel, TransitionTarget
 from operators.api.resource import AGE, PrinterColumn, Resource
 
 __all__ = [
@@ -67,7 +67,7 @@ class EventFilter(SluiceModel):
     namespaces: list[DnsLabel] | None = Field(default=None, max_length=MAX_LIST)
     kinds: list[SinkKind] | None = Field(default=None, max_length=3)
     levels: list[TransitionLevel] | None = Field(default=None, max_length=3)
-    transitions: list[Annotated[str, Field(max_length=MAX_LABEL)]] | None = Field(
+    transitions: list[TransitionTarget] | None = Field(
         default=None,
         max_length=64,
         description="Target phases (e.g. Running, Failed, WillEvict).",
@@ -122,7 +122,20 @@ class EventSinkSpec(SluiceModel):
             "spec.url must be an absolute http:// or https:// URL",
             field_path=".url",
         ),
+        # A bearer token over plain HTTP is readable on the wire; a CA means nothing without TLS.
+        Rule(
+            "(!has(self.authSecretRef) && !has(self.caBundle)) || "
+            "(isURL(self.url) && url(self.url).getScheme() == 'https')",
+            "spec.authSecretRef and spec.caBundle need an https:// url",
+            field_path=".url",
+        ),
     )
+
+    @model_validator(mode="after")
+    def _secrets_need_tls(self) -> EventSinkSpec:
+        if (self.auth_secret_ref or self.ca_bundle) and urlsplit(self.url).scheme != "https":
+            raise ValueError(self.cel_rules[1].message)
+        return self
 
     @field_validator("ca_bundle")
     @classmethod
@@ -160,11 +173,11 @@ class EventSink(Resource):
     plural: ClassVar = "eventsinks"
     scope: ClassVar = "Cluster"
     short_names: ClassVar = ("esink",)
+    # Spec fields only: no operator on main writes EventSink status yet, and a column that is
+    # always blank misleads (the events operator adds its delivery columns when it lands).
     printer_columns: ClassVar = (
         PrinterColumn("URL", ".spec.url"),
-        PrinterColumn("Ready", '.status.conditions[?(@.type=="Ready")].status'),
-        PrinterColumn("Delivered", ".status.delivered", "integer"),
-        PrinterColumn("Failed", ".status.failed", "integer"),
+        PrinterColumn("Suspend", ".spec.suspend", "boolean"),
         AGE,
     )
 

@@ -7,12 +7,13 @@ fields plus class-level CRD facts (group, plural, scope, printer columns, ...). 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
-from operators.api.base import ObjectMeta, SluiceModel
+from operators.api.base import DNS_LABEL_PATTERN, MAX_LABEL, ObjectMeta, SluiceModel
 
 __all__ = ["PrinterColumn", "Resource", "Scope"]
 
@@ -57,6 +58,20 @@ class Resource(SluiceModel):
     api_version: str
     kind: str
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+
+    @model_validator(mode="after")
+    def _name_is_a_label(self) -> Resource:
+        name = self.metadata.name
+        if (
+            self.name_is_dns_label
+            and name
+            and not (len(name) <= MAX_LABEL and re.match(DNS_LABEL_PATTERN, name))
+        ):
+            raise ValueError(
+                f"metadata.name must be a DNS label (lower-case letters, digits and '-', at most "
+                f"{MAX_LABEL} characters): {self.kind} names become label values; got {name!r}"
+            )
+        return self
 
     @classmethod
     def api_version_str(cls) -> str:

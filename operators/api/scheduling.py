@@ -6,6 +6,7 @@ scheduler admits and places as a whole; a Topology names the network tiers of th
 
 from __future__ import annotations
 
+import re
 from enum import StrEnum
 from typing import Annotated, ClassVar, Final, Literal
 
@@ -13,18 +14,22 @@ from pydantic import AwareDatetime, Field, model_validator
 
 from operators.api import labels
 from operators.api.base import (
+    DNS_LABEL_PATTERN,
     MAX_LABEL,
     MAX_LIST,
     MAX_NAME,
     MAX_TASKS,
+    MAX_TENANTS,
     Conditions,
     DnsLabel,
     DnsSubdomain,
     LabelKey,
+    Refused,
     ResourceList,
     Rule,
     SluiceModel,
     StatusModel,
+    cel_string,
     quantities,
 )
 from operators.api.resource import AGE, PrinterColumn, Resource
@@ -104,6 +109,16 @@ class NetworkTopology(SluiceModel):
         description="Name of the coarsest Topology level the whole gang may span; unset means any.",
     )
     units: TopologyUnits | None = None
+    highest_tier_allowed: Refused = None
+    highest_tier_name: Refused = None
+
+    refused_fields: ClassVar = {
+        "highest_tier_allowed": "networkTopology.highestTierAllowed (Volcano's tier number) is "
+        "not supported: name the tier instead, e.g. highestTier: tor (the level names of your "
+        "Topology object)",
+        "highest_tier_name": "networkTopology.highestTierName is spelled highestTier in Sluice: "
+        "write highestTier: <level name of your Topology object>",
+    }
 
 
 class PreemptionRole(StrEnum):
@@ -198,10 +213,19 @@ class NodeSelector(SluiceModel):
         return self
 
 
+_SELECTOR_NOT_EMPTY = (
+    "(has(self.nodeSelector.matchLabels) && size(self.nodeSelector.matchLabels) > 0) || "
+    "(has(self.nodeSelector.matchExpressions) && size(self.nodeSelector.matchExpressions) > 0)"
+)
+
+
 class PoolSpec(SluiceModel):
     """A pool of nodes. Nodes matching no pool, or more than one, belong to the `default` pool."""
 
-    node_selector: NodeSelector = Field(description="Which nodes belong to this pool.")
+    node_selector: NodeSelector = Field(
+        description="Which nodes belong to this pool; must not be empty (an empty selector would "
+        "claim every node; unclaimed nodes are the built-in `default` pool already)."
+    )
     disable_sharing: bool = Field(
         default=False, description="Other pools' tasks may not borrow nodes of this pool."
     )
@@ -211,6 +235,22 @@ class PoolSpec(SluiceModel):
     disable_preemption: bool = Field(
         default=False, description="Nothing running in this pool is ever preempted."
     )
+
+    cel_rules: ClassVar = (
+        Rule(
+            _SELECTOR_NOT_EMPTY,
+            "spec.nodeSelector must not be empty: give matchLabels or matchExpressions "
+            "(nodes no pool claims are in the built-in default pool)",
+            field_path=".nodeSelector",
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _selector_not_empty(self) -> PoolSpec:
+        sel = self.node_selector
+        if not sel.match_labels and not sel.match_expressions:
+            raise ValueError(self.cel_rules[0].message)
+        return self
 
 
 class PoolConditionType(StrEnum):
@@ -259,16 +299,31 @@ class Pool(Resource):
             "GPU", ".status.allocatable.nvidia\\.com/gpu", description="Allocatable GPUs"
         ),
         PrinterColumn("GPU-Used", ".status.used.nvidia\\.com/gpu"),
-        PrinterColumn("Sharing", ".spec.disableSharing", "boolean", "Sharing disabled", 1),
-        PrinterColumn("Borrowing", ".spec.disableBorrowing", "boolean", "Borrowing disabled", 1),
-        PrinterColumn("Preemption", ".spec.disablePreemption", "boolean", "Preemption disabled", 1),
+        # Named after the flags they show: an unset flag is blank, `true` means disabled.
+        PrinterColumn("Disable-Sharing", ".spec.disableSharing", "boolean", priority=1),
+        PrinterColumn("Disable-Borrowing", ".spec.disableBorrowing", "boolean", priority=1),
+        PrinterColumn("Disable-Preemption", ".spec.disablePreemption", "boolean", priority=1),
         AGE,
+    )
+    cel_rules: ClassVar = (
+        Rule(
+            f"self.metadata.name != '{labels.DEFAULT_POOL}'",
+            "metadata.name: `default` is the built-in pool of unclaimed nodes; "
+            "name your pool differently",
+            field_path=".metadata.name",
+        ),
     )
 
     api_version: Literal["scheduling.sluice.dev/v1alpha1"] = API_VERSION
     kind: Literal["Pool"] = "Pool"
     spec: PoolSpec
     status: PoolStatus | None = None
+
+    @model_validator(mode="after")
+    def _not_default(self) -> Pool:
+        if self.metadata.name == labels.DEFAULT_POOL:
+            raise ValueError(self.cel_rules[0].message)
+        return self
 
 
 # ------------------------------------------------------------------------------------------
@@ -317,9 +372,17 @@ class Tenant(SluiceModel):
 
 _GUARANTEE_FITS = (
     "!has(self.guarantee) || !has(self.capability) || self.guarantee.all(r, "
-    "!(r in self.capability) || !isQuantity(self.guarantee[r]) || "
-    "!isQuantity(self.capability[r]) || quantity(self.guarantee[r])"
-    ".compareTo(quantity(self.capability[r])) <= 0)"
+    "!(r in self.capability) || !isQuantity(string(self.guarantee[r])) || "
+    "!isQuantity(string(self.capability[r])) || quantity(string(self.guarantee[r]))"
+    ".compareTo(quantity(string(self.capability[r]))) <= 0)"
+)
+
+
+# A tenant is either a namespace or a user; the same one twice would make its priority ambiguous.
+_TENANTS_UNIQUE = (
+    "!has(self.tenants) || self.tenants.all(t, self.tenants.exists_one(u, "
+    "(has(t.namespace) && has(u.namespace) && u.namespace == t.namespace) || "
+    "(has(t.user) && has(u.user) && u.user == t.user)))"
 )
 
 
@@ -352,13 +415,19 @@ class QueueSpec(SluiceModel):
     state: QueueSpecState = Field(
         default=QueueSpecState.OPEN, description="`Open` accepts new jobs; `Closed` does not."
     )
-    tenants: list[Tenant] | None = Field(default=None, max_length=MAX_LIST)
+    tenants: list[Tenant] | None = Field(default=None, max_length=MAX_TENANTS)
     preemption_delay_seconds: int | None = Field(
         default=None,
         ge=0,
         le=7 * 86400,
         description="Grace period before this queue's jobs are preempted (delayed preemption).",
     )
+    deserved: Refused = None
+
+    refused_fields: ClassVar = {
+        "deserved": "spec.deserved is computed by Sluice (status.deserved) from weight, guarantee "
+        "and capability: drop it, and give a floor as guarantee: {cpu: ...}",
+    }
 
     cel_rules: ClassVar = (
         Rule(
@@ -366,7 +435,30 @@ class QueueSpec(SluiceModel):
             "spec.guarantee must not exceed spec.capability for any resource",
             field_path=".guarantee",
         ),
+        Rule(
+            _TENANTS_UNIQUE,
+            "spec.tenants: each namespace and each user may appear only once",
+            field_path=".tenants",
+        ),
+        Rule(
+            f"!has(self.parent) || self.parent != '{labels.DEFAULT_QUEUE}'",
+            "spec.parent: `default` is a built-in leaf queue and cannot have children",
+            field_path=".parent",
+        ),
     )
+    immutable_fields: ClassVar = {
+        "parent": "spec.parent cannot change: moving a queue would move its jobs' quota between "
+        "ancestors; create a new queue instead",
+    }
+
+    @model_validator(mode="after")
+    def _tenants_unique(self) -> QueueSpec:
+        seen = [(t.namespace, t.user) for t in self.tenants or ()]
+        if len(set(seen)) != len(seen):
+            raise ValueError(self.cel_rules[1].message)
+        if self.parent == labels.DEFAULT_QUEUE:
+            raise ValueError(self.cel_rules[2].message)
+        return self
 
     @model_validator(mode="after")
     def _guarantee_fits(self) -> QueueSpec:
@@ -464,6 +556,22 @@ class Queue(Resource):
 # ------------------------------------------------------------------------------------------
 # PodGroup
 
+QUEUE_NOT_ROOT = Rule(
+    f"!has(self.queue) || self.queue != '{labels.ROOT_QUEUE}'",
+    "spec.queue: `root` only holds other queues; name a leaf queue (unset means `default`)",
+    field_path=".queue",
+)
+QUEUE_IMMUTABLE = (
+    "spec.queue cannot change: the quota already charged stays with the queue; "
+    "delete and re-create to move"
+)
+
+
+def check_queue_not_root(queue: str | None) -> None:
+    """The Python side of QUEUE_NOT_ROOT (PodGroups and both job kinds)."""
+    if queue == labels.ROOT_QUEUE:
+        raise ValueError(QUEUE_NOT_ROOT.message)
+
 
 class PodGroupPhase(StrEnum):
     PENDING = "Pending"  # waiting for enqueue (quota)
@@ -475,26 +583,38 @@ class PodGroupPhase(StrEnum):
 
 
 class PodGroupConditionType(StrEnum):
-    SCHEDULED = "Scheduled"
-    UNSCHEDULABLE = "Unschedulable"
-    ENQUEUED = "Enqueued"
+    """The condition types the scheduler writes on a PodGroup."""
+
+    ENQUEUED = "Enqueued"  # True once quota is reserved (Inqueue or Running)
+    SCHEDULED = "Scheduled"  # True once minMember pods are bound
+    UNSCHEDULABLE = "Unschedulable"  # True while something blocks the group (reason says what)
+    PRIVILEGED = "Privileged"  # True while this group waits for its delayed-preemption victims
+    WILL_EVICT = "WillEvict"  # True while this group is a victim with a deadline
 
 
 class PodGroupReason(StrEnum):
-    """Condition reasons that say why a group waits (or why it moved on)."""
+    """Every `reason` the scheduler writes on a PodGroup condition.
 
-    NOT_ENOUGH_RESOURCES = "NotEnoughResources"
-    NOT_ENOUGH_PODS = "NotEnoughPods"
-    NOT_ENOUGH_PODS_OF_TASK = "NotEnoughPodsOfTask"
-    QUEUE_NOT_FOUND = "QueueNotFound"
+    The scheduler core's `operators.scheduler.decisions.ReasonCode` plus the three the status
+    writer adds (`Waiting`, `DelayedPreemption`, and `Admitted` on `Enqueued`); a unit test keeps
+    this list, the core's codes and docs/api.md equal.
+    """
+
+    SCHEDULED = "Scheduled"  # minMember pods are bound
+    ADMITTED = "Admitted"  # quota reserved (Enqueued=True)
+    WAITING = "Waiting"  # no scheduling cycle has looked at the group yet
     QUEUE_CLOSED = "QueueClosed"
-    QUEUE_OVER_CAPABILITY = "QueueOverCapability"
-    POOL_NOT_FOUND = "PoolNotFound"
-    TOPOLOGY_UNSATISFIABLE = "TopologyUnsatisfiable"
-    WAITING_FOR_PREEMPTION = "WaitingForPreemption"
-    GANG_READY = "GangReady"
-    POD_FAILED = "PodFailed"
-    POD_DELETED = "PodDeleted"
+    QUEUE_MISSING = "QueueMissing"
+    QUOTA_EXCEEDED = "QuotaExceeded"  # the queue's capability (or an ancestor's) would be exceeded
+    NOT_ENOUGH_RESOURCES = "NotEnoughResources"  # enqueue: the cluster cannot hold minResources
+    NOT_ENOUGH_TASKS = "NotEnoughTasks"  # fewer pods exist than minMember / minTaskMember
+    UNSCHEDULABLE = "Unschedulable"  # no placement for the whole gang this cycle
+    TOPOLOGY_UNSATISFIED = "TopologyUnsatisfied"  # networkTopology cannot be met
+    BORROWING_DISABLED = "BorrowingDisabled"  # own pool full and its disableBorrowing is set
+    PREEMPTING = "Preempting"  # victims evicted, pods nominated
+    WAITING_FOR_VICTIMS = "WaitingForVictims"  # delayed preemption in progress
+    GROWING = "Growing"  # elastic group at its minimum, waiting for idle room to grow
+    DELAYED_PREEMPTION = "DelayedPreemption"  # reason of the Privileged / WillEvict conditions
 
 
 class PodGroupReplicaSpec(SluiceModel):
@@ -587,6 +707,27 @@ class PodGroupSpec(SluiceModel):
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise ValueError(f"{self.cel_rules[1].message}: duplicated {', '.join(dupes)}")
+        return self
+
+    cel_rules: ClassVar = (
+        QUEUE_NOT_ROOT,
+        Rule(
+            "!has(self.minTaskMember) || self.minTaskMember.all(k, "
+            f"size(k) <= {MAX_LABEL} && k.matches({cel_string(DNS_LABEL_PATTERN)}))",
+            "spec.minTaskMember keys must be task names (DNS labels: lower-case letters, digits "
+            "and '-', at most 63 characters)",
+            field_path=".minTaskMember",
+        ),
+    )
+    # minMember may change (a job's minAvailable may; Volcano allows it too); the queue may not.
+    immutable_fields: ClassVar = {"queue": QUEUE_IMMUTABLE}
+
+    @model_validator(mode="after")
+    def _podgroup_rules(self) -> PodGroupSpec:
+        check_queue_not_root(self.queue)
+        for key in self.min_task_member or {}:
+            if len(key) > MAX_LABEL or not re.match(DNS_LABEL_PATTERN, key):
+                raise ValueError(f"{self.cel_rules[1].message}: got {key!r}")
         return self
 
 

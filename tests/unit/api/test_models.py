@@ -71,7 +71,7 @@ def test_defaults_are_python_side() -> None:
     pg = PodGroupSpec()
     assert pg.min_member == 1
     assert pg.preemptible is True
-    pool = PoolSpec.model_validate({"nodeSelector": {}})
+    pool = PoolSpec.model_validate({"nodeSelector": {"matchLabels": {"pool": "a"}}})
     assert (pool.disable_sharing, pool.disable_borrowing, pool.disable_preemption) == (
         False,
         False,
@@ -147,12 +147,14 @@ def test_python_yaml_dict_round_trip_every_kind() -> None:
         assert type(back) is type(obj)
 
 
-def test_quantities_are_strings_on_the_wire() -> None:
+def test_quantities_are_strings_in_python() -> None:
     spec = QueueSpec.model_validate({"guarantee": {"cpu": "4", "memory": "16Gi"}})
     assert spec.guarantee == {"cpu": "4", "memory": "16Gi"}
-    # Like the CRD: a bare number is refused, with a hint.
-    with pytest.raises(ValidationError, match="quantities are strings: write '4', not 4"):
-        QueueSpec.model_validate({"guarantee": {"cpu": 4}})
+    # Like the CRD's int-or-string: a whole number is taken (and kept as a string), a fraction
+    # must be a string.
+    assert QueueSpec.model_validate({"guarantee": {"cpu": 4}}).guarantee == {"cpu": "4"}
+    with pytest.raises(ValidationError, match="write fractional quantities as strings: '0.5'"):
+        QueueSpec.model_validate({"guarantee": {"cpu": 0.5}})
     assert quantities(spec.guarantee) == {"cpu": Decimal(4), "memory": Decimal(16 * 2**30)}
     assert quantities(None) == {}
     with pytest.raises(ValidationError, match="invalid resource name"):
