@@ -28,6 +28,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from operators.api.quantity import (
+    NON_NEGATIVE_QUANTITY_PATTERN,
     InvalidQuantityError,
     parse_quantity,
 )
@@ -61,7 +62,7 @@ MAX_NAME = 253
 MAX_LABEL = 63
 MAX_RESOURCES = 32
 MAX_TASKS = 64
-MAX_POLICIES = 32
+MAX_POLICIES = 16
 MAX_LIST = 256
 MAX_TENANTS = 64
 MAX_QUANTITY = 64
@@ -278,17 +279,14 @@ def _check_non_negative(value: str) -> str:
 
 
 # On the wire a quantity is core/v1's int-or-string ("500m", "16Gi", or a bare integer such as
-# `cpu: 2`); the Python models keep it as a string. The format is checked by CEL rather than by
-# `pattern` so the error says what is wrong in words instead of quoting a regular expression.
+# `cpu: 2`, as Volcano's examples write it); the Python models keep it as a string. The format is
+# an OpenAPI `pattern`, not CEL: the API server sizes every int-or-string value at its request
+# limit (3 MB), so a CEL rule over each value exceeds the cost budget 3x (measured on v1.33).
 _QUANTITY_SCHEMA: dict[str, Any] = {
     "x-kubernetes-int-or-string": True,
+    "pattern": NON_NEGATIVE_QUANTITY_PATTERN,
     "maxLength": MAX_QUANTITY,
-    "x-kubernetes-validations": [
-        Rule(
-            "isQuantity(string(self)) && !string(self).startsWith('-')",
-            "must be a non-negative quantity such as 500m, 8 or 16Gi",
-        ).as_schema()
-    ],
+    "minimum": 0,
 }
 Quantity = Annotated[
     str,
@@ -340,16 +338,30 @@ def quantities(resources: dict[str, str] | None) -> dict[str, Decimal]:
     return {k: parse_quantity(v) for k, v in (resources or {}).items()}
 
 
-Refused = Annotated[
+_REFUSED = "Volcano's field, refused with a message that says what to write instead."
+# Typed (CEL cannot see an untyped field), loosely enough that any value of Volcano's shape passes
+# the schema and the CEL rule gets to say what to write instead. Declare each `= None`.
+RefusedInt = Annotated[Any, WithJsonSchema({"type": "integer", "description": _REFUSED})]
+RefusedString = Annotated[
+    Any, WithJsonSchema({"type": "string", "maxLength": MAX_NAME, "description": _REFUSED})
+]
+RefusedObject = Annotated[
+    Any,
+    WithJsonSchema(
+        {"type": "object", "x-kubernetes-preserve-unknown-fields": True, "description": _REFUSED}
+    ),
+]
+RefusedList = Annotated[
     Any,
     WithJsonSchema(
         {
-            "description": "Volcano's field, refused with a message that says what to write.",
-            "x-kubernetes-preserve-unknown-fields": True,
+            "type": "array",
+            "maxItems": MAX_LIST,
+            "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+            "description": _REFUSED,
         }
     ),
 ]
-"""Type of a field listed in `refused_fields` (declare it `= None`)."""
 
 # A pod template is embedded as an opaque object: modelling all of PodSpec here would duplicate
 # core/v1 and bloat the CRD; the API server validates the pods when they are created.

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from enum import StrEnum
-from typing import Annotated, ClassVar, Final, Literal, Self
+from typing import Annotated, Any, ClassVar, Final, Literal, Self
 
 from pydantic import AwareDatetime, Field, field_validator, model_validator
 
@@ -27,7 +27,8 @@ from operators.api.base import (
     DnsLabel,
     DnsSubdomain,
     PodTemplate,
-    Refused,
+    RefusedList,
+    RefusedString,
     Rule,
     SluiceModel,
     StatusModel,
@@ -177,6 +178,8 @@ class TransitionTarget(StrEnum):
     """
 
     PENDING = "Pending"
+    INQUEUE = "Inqueue"
+    SCHEDULED = "Scheduled"
     RUNNING = "Running"
     RESTARTING = "Restarting"
     COMPLETING = "Completing"
@@ -381,6 +384,12 @@ class DependsOn(SluiceModel):
     )
 
 
+TASK_NAME_REQUIRED = (
+    "spec.tasks[].name is required (task names key the task list; Volcano would have named "
+    "unnamed tasks default0, default1, ...): write name: default0"
+)
+
+
 class TaskSpec(SluiceModel):
     """One task of a VCJob: `replicas` identical pods from `template`."""
 
@@ -393,7 +402,7 @@ class TaskSpec(SluiceModel):
     policies: Policies | None = Field(default=None, description="Task-level; override job's.")
     max_retry: int | None = Field(default=None, ge=0, le=10000)
     depends_on: DependsOn | None = None
-    topology_policy: Refused = None
+    topology_policy: RefusedString = None
 
     refused_fields: ClassVar = {
         "topology_policy": "tasks[].topologyPolicy (Volcano's NUMA policy) is not supported: "
@@ -417,6 +426,13 @@ class TaskSpec(SluiceModel):
         "template": _TEMPLATE_IMMUTABLE.format(where="tasks[]"),
         "depends_on": "tasks[].dependsOn cannot change: delete and re-create the job",
     }
+
+    @model_validator(mode="before")
+    @classmethod
+    def _named(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "name" not in data:
+            raise ValueError(TASK_NAME_REQUIRED)
+        return data
 
     @model_validator(mode="after")
     def _task_rules(self) -> TaskSpec:
@@ -443,9 +459,9 @@ class VCJobPlugins(SluiceModel):
     )
     env: PluginArgs | None = Field(default=None, description="Inject VC_TASK_INDEX.")
     ssh: PluginArgs | None = Field(default=None, description="Shared SSH keys across pods.")
-    pytorch: Refused = None
-    mpi: Refused = None
-    tensorflow: Refused = None
+    pytorch: PluginArgs | None = None
+    mpi: PluginArgs | None = None
+    tensorflow: PluginArgs | None = None
 
     refused_fields: ClassVar = {
         name: f"spec.plugins.{name} is not supported: use svc (hosts of every task) and env "
@@ -517,7 +533,7 @@ class VCJobSpec(JobSpecBase):
         default=None, ge=1, le=2**31 - 1, description="Complete once this many pods succeed."
     )
     plugins: VCJobPlugins | None = None
-    volumes: Refused = None
+    volumes: RefusedList = None
     scheduler_name: DnsSubdomain | None = Field(
         default=None,
         description="schedulerName for task pods that set none; unset means sluice. Kept so "

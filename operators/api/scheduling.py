@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from enum import StrEnum
-from typing import Annotated, ClassVar, Final, Literal
+from typing import Annotated, Any, ClassVar, Final, Literal
 
 from pydantic import AwareDatetime, Field, model_validator
 
@@ -24,7 +24,9 @@ from operators.api.base import (
     DnsLabel,
     DnsSubdomain,
     LabelKey,
-    Refused,
+    RefusedInt,
+    RefusedObject,
+    RefusedString,
     ResourceList,
     Rule,
     SluiceModel,
@@ -109,8 +111,8 @@ class NetworkTopology(SluiceModel):
         description="Name of the coarsest Topology level the whole gang may span; unset means any.",
     )
     units: TopologyUnits | None = None
-    highest_tier_allowed: Refused = None
-    highest_tier_name: Refused = None
+    highest_tier_allowed: RefusedInt = None
+    highest_tier_name: RefusedString = None
 
     refused_fields: ClassVar = {
         "highest_tier_allowed": "networkTopology.highestTierAllowed (Volcano's tier number) is "
@@ -370,19 +372,38 @@ class Tenant(SluiceModel):
         return self
 
 
+# Quantities are int-or-string, which the API server sizes at 3 MB each when it estimates a
+# rule's cost: comparing every resource of two 32-entry maps is 4x over the budget (measured on
+# v1.33), so admission compares the resources quotas are made of and the Python models compare all.
+GUARANTEE_CHECKED_AT_ADMISSION: Final = ("cpu", "memory", "nvidia.com/gpu")
 _GUARANTEE_FITS = (
-    "!has(self.guarantee) || !has(self.capability) || self.guarantee.all(r, "
-    "!(r in self.capability) || !isQuantity(string(self.guarantee[r])) || "
-    "!isQuantity(string(self.capability[r])) || quantity(string(self.guarantee[r]))"
-    ".compareTo(quantity(string(self.capability[r]))) <= 0)"
+    "!has(self.guarantee) || !has(self.capability) || ("
+    + " && ".join(
+        f"(!('{r}' in self.guarantee) || !('{r}' in self.capability) || "
+        f"quantity(string(self.guarantee['{r}'])).compareTo("
+        f"quantity(string(self.capability['{r}']))) <= 0)"
+        for r in GUARANTEE_CHECKED_AT_ADMISSION
+    )
+    + ")"
 )
 
 
 # A tenant is either a namespace or a user; the same one twice would make its priority ambiguous.
+# (Written as filter/map/size: the all/exists_one form is estimated >100x over the cost budget.)
 _TENANTS_UNIQUE = (
-    "!has(self.tenants) || self.tenants.all(t, self.tenants.exists_one(u, "
-    "(has(t.namespace) && has(u.namespace) && u.namespace == t.namespace) || "
-    "(has(t.user) && has(u.user) && u.user == t.user)))"
+    "!has(self.tenants) || ("
+    + " && ".join(
+        f"self.tenants.filter(t, has(t.{f})).map(t, t.{f}).all(n, "
+        f"self.tenants.filter(t, has(t.{f}) && t.{f} == n).size() == 1)"
+        for f in ("namespace", "user")
+    )
+    + ")"
+)
+
+
+VOLCANO_GUARANTEE = (
+    "spec.guarantee.resource is Volcano's shape: list the resources directly, "
+    "e.g. guarantee: {cpu: 2, memory: 2Gi}"
 )
 
 
@@ -422,7 +443,7 @@ class QueueSpec(SluiceModel):
         le=7 * 86400,
         description="Grace period before this queue's jobs are preempted (delayed preemption).",
     )
-    deserved: Refused = None
+    deserved: RefusedObject = None
 
     refused_fields: ClassVar = {
         "deserved": "spec.deserved is computed by Sluice (status.deserved) from weight, guarantee "
@@ -432,13 +453,18 @@ class QueueSpec(SluiceModel):
     cel_rules: ClassVar = (
         Rule(
             _GUARANTEE_FITS,
-            "spec.guarantee must not exceed spec.capability for any resource",
+            "spec.guarantee must not exceed spec.capability",
             field_path=".guarantee",
         ),
         Rule(
             _TENANTS_UNIQUE,
             "spec.tenants: each namespace and each user may appear only once",
             field_path=".tenants",
+        ),
+        Rule(
+            "!has(self.guarantee) || !('resource' in self.guarantee)",
+            VOLCANO_GUARANTEE,
+            field_path=".guarantee",
         ),
         Rule(
             f"!has(self.parent) || self.parent != '{labels.DEFAULT_QUEUE}'",
@@ -451,13 +477,21 @@ class QueueSpec(SluiceModel):
         "ancestors; create a new queue instead",
     }
 
+    @model_validator(mode="before")
+    @classmethod
+    def _not_volcano_guarantee(cls, data: Any) -> Any:
+        guarantee = data.get("guarantee") if isinstance(data, dict) else None
+        if isinstance(guarantee, dict) and isinstance(guarantee.get("resource"), dict):
+            raise ValueError(VOLCANO_GUARANTEE)  # noqa: TRY004 (pydantic wants ValueError)
+        return data
+
     @model_validator(mode="after")
     def _tenants_unique(self) -> QueueSpec:
         seen = [(t.namespace, t.user) for t in self.tenants or ()]
         if len(set(seen)) != len(seen):
             raise ValueError(self.cel_rules[1].message)
         if self.parent == labels.DEFAULT_QUEUE:
-            raise ValueError(self.cel_rules[2].message)
+            raise ValueError(self.cel_rules[3].message)
         return self
 
     @model_validator(mode="after")
@@ -590,13 +624,14 @@ class PodGroupConditionType(StrEnum):
     UNSCHEDULABLE = "Unschedulable"  # True while something blocks the group (reason says what)
     PRIVILEGED = "Privileged"  # True while this group waits for its delayed-preemption victims
     WILL_EVICT = "WillEvict"  # True while this group is a victim with a deadline
+    POOL_FALLBACK = "PoolFallback"  # True while spec.pool names no Pool (placed in `default`)
 
 
 class PodGroupReason(StrEnum):
     """Every `reason` the scheduler writes on a PodGroup condition.
 
-    The scheduler core's `operators.scheduler.decisions.ReasonCode` plus the three the status
-    writer adds (`Waiting`, `DelayedPreemption`, and `Admitted` on `Enqueued`); a unit test keeps
+    The scheduler core's `operators.scheduler.decisions.ReasonCode` plus the ones the status
+    writer adds (`Waiting`, `DelayedPreemption`, `PoolNotFound`, `PoolFound`); a unit test keeps
     this list, the core's codes and docs/api.md equal.
     """
 
@@ -615,6 +650,8 @@ class PodGroupReason(StrEnum):
     WAITING_FOR_VICTIMS = "WaitingForVictims"  # delayed preemption in progress
     GROWING = "Growing"  # elastic group at its minimum, waiting for idle room to grow
     DELAYED_PREEMPTION = "DelayedPreemption"  # reason of the Privileged / WillEvict conditions
+    POOL_NOT_FOUND = "PoolNotFound"  # PoolFallback=True: spec.pool names no Pool
+    POOL_FOUND = "PoolFound"  # PoolFallback=False again: the pool exists now
 
 
 class PodGroupReplicaSpec(SluiceModel):
@@ -689,27 +726,11 @@ class PodGroupSpec(SluiceModel):
 
     cel_rules: ClassVar = (
         Rule(
-            "has(self.user) == has(oldSelf.user) && (!has(self.user) || self.user == oldSelf.user)",
-            "spec.user cannot change",
-            field_path=".user",
-        ),
-        Rule(
             "!has(self.replicaSpecs) || "
             "self.replicaSpecs.all(r, self.replicaSpecs.exists_one(s, s.name == r.name))",
             "spec.replicaSpecs[].name must be unique",
             field_path=".replicaSpecs",
         ),
-    )
-
-    @model_validator(mode="after")
-    def _unique_replica_specs(self) -> PodGroupSpec:
-        names = [r.name for r in self.replica_specs or ()]
-        dupes = sorted({n for n in names if names.count(n) > 1})
-        if dupes:
-            raise ValueError(f"{self.cel_rules[1].message}: duplicated {', '.join(dupes)}")
-        return self
-
-    cel_rules: ClassVar = (
         QUEUE_NOT_ROOT,
         Rule(
             "!has(self.minTaskMember) || self.minTaskMember.all(k, "
@@ -719,15 +740,20 @@ class PodGroupSpec(SluiceModel):
             field_path=".minTaskMember",
         ),
     )
-    # minMember may change (a job's minAvailable may; Volcano allows it too); the queue may not.
-    immutable_fields: ClassVar = {"queue": QUEUE_IMMUTABLE}
+    # minMember may change (a job's minAvailable may; Volcano allows it too); the queue and the
+    # user (who is charged) may not.
+    immutable_fields: ClassVar = {"queue": QUEUE_IMMUTABLE, "user": "spec.user cannot change"}
 
     @model_validator(mode="after")
     def _podgroup_rules(self) -> PodGroupSpec:
+        names = [r.name for r in self.replica_specs or ()]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"{self.cel_rules[0].message}: duplicated {', '.join(dupes)}")
         check_queue_not_root(self.queue)
         for key in self.min_task_member or {}:
             if len(key) > MAX_LABEL or not re.match(DNS_LABEL_PATTERN, key):
-                raise ValueError(f"{self.cel_rules[1].message}: got {key!r}")
+                raise ValueError(f"{self.cel_rules[2].message}: got {key!r}")
         return self
 
 

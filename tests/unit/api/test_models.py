@@ -153,7 +153,7 @@ def test_quantities_are_strings_in_python() -> None:
     # Like the CRD's int-or-string: a whole number is taken (and kept as a string), a fraction
     # must be a string.
     assert QueueSpec.model_validate({"guarantee": {"cpu": 4}}).guarantee == {"cpu": "4"}
-    with pytest.raises(ValidationError, match="write fractional quantities as strings: '0.5'"):
+    with pytest.raises(ValidationError, match=r"write fractional quantities as strings: '0\.5'"):
         QueueSpec.model_validate({"guarantee": {"cpu": 0.5}})
     assert quantities(spec.guarantee) == {"cpu": Decimal(4), "memory": Decimal(16 * 2**30)}
     assert quantities(None) == {}
