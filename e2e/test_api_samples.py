@@ -184,4 +184,4 @@ def test_queue_and_pool_status_quantities(kubectl: Callable[..., Any], cleanup: 
         check=False,
     )
     assert bad.returncode != 0
-    assert "must be a non-negative quantity" in bad.stderr
+    assert "allocated.cpu in body should match" in bad.stderr
