@@ -205,10 +205,9 @@ class SchedulerCache:
             self._schedule("podgroup")
         elif old.group != new.group:
             if self._own_status_only(old, new):
-                # No session, but the loop re-arms its timer: the echo may carry the deadline of
-                # a delayed preemption it wrote, which the loop waits for.
+                # A deadline it carries already set the loop's timer when we wrote it
+                # (preemption_deadlines).
                 self.triggers[SELF_WRITE] += 1
-                self._notify("status")
             else:
                 self._schedule("podgroup")
 

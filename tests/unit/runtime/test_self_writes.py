@@ -123,17 +123,16 @@ def test_our_status_echo_with_a_spec_change_still_starts_a_session() -> None:
     assert h.changes == ["schedule"]
 
 
-def test_our_delayed_preemption_mark_echo_starts_no_session_but_wakes_the_timer() -> None:
+def test_our_delayed_preemption_mark_echo_starts_nothing() -> None:
     mark = {"role": "Privileged", "deadline": R.rfc3339(100.0), "peers": ["ns/other"]}
     h, raw = we_wrote({"phase": "Inqueue", "preemption": mark})
     h.group({**raw, "status": {"phase": "Inqueue", "preemption": mark}})
-    # No session, but a wake-up: the loop must re-arm its timer for the mark's deadline.
-    assert h.changes == ["status"]
+    assert h.changes == []
     assert h.cache.groups[("ns", "g")].group.preemption is not None
     # A different deadline (someone else's edit) is news.
     later = {**mark, "deadline": R.rfc3339(200.0)}
     h.group({**raw, "status": {"phase": "Inqueue", "preemption": later}})
-    assert h.changes == ["status", "schedule"]
+    assert h.changes == ["schedule"]
 
 
 def test_our_nomination_echo_is_a_status_change_only() -> None:
