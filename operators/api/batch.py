@@ -9,9 +9,9 @@ for objects that reach the cluster, by the jobs operator as a `Valid=False` cond
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from enum import StrEnum
-from typing import Annotated, Any, ClassVar, Final, Literal, Self
+from typing import Annotated, Any, ClassVar, Final, Literal, Self, TypeVar
 
 from pydantic import AwareDatetime, Field, field_validator, model_validator
 
@@ -822,18 +822,26 @@ class ReplicaStatus(StatusModel):
 MAX_REPLICA_ROWS: Final = 256
 MAX_TRANSITIONS: Final = 64
 # Phases a reader does not need a row for when rows are scarce: the counts already say it.
-_QUIET_PHASES: Final = frozenset({ReplicaPhase.RUNNING, ReplicaPhase.SUCCEEDED})
+_QUIET_PHASES: Final = frozenset({ReplicaPhase.RUNNING.value, ReplicaPhase.SUCCEEDED.value})
+_Row = TypeVar("_Row", ReplicaStatus, Mapping[str, Any])
 
 
-def bound_replica_rows(rows: Iterable[ReplicaStatus]) -> tuple[list[ReplicaStatus], int]:
+def _row_order(row: ReplicaStatus | Mapping[str, Any]) -> tuple[bool, str, int]:
+    if isinstance(row, ReplicaStatus):
+        return (row.phase.value in _QUIET_PHASES, row.task, row.index)
+    return (str(row["phase"]) in _QUIET_PHASES, str(row["task"]), int(row["index"]))
+
+
+def bound_replica_rows(rows: Iterable[_Row]) -> tuple[list[_Row], int]:
     """The rows to write to `status.replicas` and how many pods they leave out.
 
     The rule the jobs operator follows: up to MAX_REPLICA_ROWS pods, one row per pod. Beyond,
     pods that need attention (every phase but Running and Succeeded) come first, then the rest,
     each in (task, index) order, cut at MAX_REPLICA_ROWS; `status.replicasOmitted` holds the
-    number cut. The per-task counts in `status.tasks[]` always cover every pod.
+    number cut. The per-task counts in `status.tasks[]` always cover every pod. Rows are models
+    or their wire form (dicts with `phase`, `task`, `index`).
     """
-    ordered = sorted(rows, key=lambda r: (r.phase in _QUIET_PHASES, r.task, r.index))
+    ordered = sorted(rows, key=_row_order)
     return ordered[:MAX_REPLICA_ROWS], max(0, len(ordered) - MAX_REPLICA_ROWS)
 
 

@@ -59,3 +59,38 @@ def test_docs_list_exactly_the_podgroup_conditions_and_reasons() -> None:
 def test_transition_targets_are_every_phase_of_every_level() -> None:
     union = {p.value for e in (JobPhase, TaskPhase, ReplicaPhase, PreemptionRole) for p in e}
     assert {t.value for t in TransitionTarget} == union
+
+
+# Backticked words in the user docs that are not codes: column names, replica-type examples, a
+# typo shown on purpose, Python/Kubernetes type names, log levels.
+NOT_CODES = {
+    "CPU",
+    "Chief",
+    "DEBUG",
+    "Decimal",
+    "INFO",
+    "POOL",
+    "PS",
+    "PodTemplateSpec",
+    "RETRIES",
+    "Runing",
+    "Worker",
+}
+OPERATORS = Path(__file__).resolve().parents[3] / "operators"
+
+
+def _code_strings() -> set[str]:
+    """Every double-quoted CamelCase string literal in operators/ (enum values, Event reasons)."""
+    found: set[str] = set()
+    for path in OPERATORS.rglob("*.py"):
+        found.update(re.findall(r'"([A-Z][A-Za-z]+)"', path.read_text()))
+    return found
+
+
+def test_every_code_the_docs_name_is_in_the_code() -> None:
+    code = _code_strings()
+    for doc in ("api.md", "operations.md"):
+        text = (API_DOC.parent / doc).read_text()
+        named = set(re.findall(r"`([A-Z][A-Za-z]+)`", text)) - NOT_CODES
+        missing = sorted(named - code)
+        assert not missing, f"docs/{doc} names codes no code writes: {missing}"

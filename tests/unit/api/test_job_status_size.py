@@ -106,3 +106,12 @@ def test_too_many_rows_are_refused_by_model_and_crd() -> None:
     ]
     assert status["properties"]["replicas"]["maxItems"] == MAX_REPLICA_ROWS
     assert status["properties"]["transitions"]["maxItems"] == MAX_TRANSITIONS
+
+
+def test_wire_rows_follow_the_same_rule() -> None:
+    rows = [_row(i, ReplicaPhase.FAILED if i == 5 else ReplicaPhase.RUNNING) for i in range(300)]
+    wire = [r.to_dict() for r in rows]
+    bounded, omitted = bound_replica_rows(wire)
+    assert [r["index"] for r in bounded] == [r.index for r in bound_replica_rows(rows)[0]]
+    assert bounded[0]["index"] == 5
+    assert omitted == 300 - MAX_REPLICA_ROWS
