@@ -464,12 +464,12 @@ class VCJobPlugins(SluiceModel):
     tensorflow: PluginArgs | None = None
 
     refused_fields: ClassVar = {
-        name: f"spec.plugins.{name} is not supported: use svc (hosts of every task) and env "
-        f"(VC_TASK_INDEX) and set the {what} in the task templates"
-        for name, what in (
-            ("pytorch", "MASTER_ADDR/MASTER_PORT/WORLD_SIZE/RANK variables"),
-            ("mpi", "mpirun host list (from /etc/volcano/<task>.host) and ssh plugin"),
-            ("tensorflow", "TF_CONFIG variable"),
+        name: f"spec.plugins.{name} is not supported: use the svc plugin (task host lists)"
+        f"{extra} and set {what} in the task templates"
+        for name, extra, what in (
+            ("pytorch", "", "MASTER_ADDR, MASTER_PORT, WORLD_SIZE and RANK"),
+            ("mpi", " and the ssh plugin", "the mpirun hostfile"),
+            ("tensorflow", "", "TF_CONFIG"),
         )
     }
 
