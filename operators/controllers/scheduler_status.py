@@ -168,20 +168,14 @@ def desired_conditions(
             peers = ", ".join(preemption.get("peers") or ())
             text = f"until {preemption.get('deadline')}; peers: {peers}"
         out.append(_condition(role, active, "DelayedPreemption", text, by_type.get(role), now))
+    # Shown only once a group named a missing pool; afterwards kept, False, as history.
     if missing_pool or "PoolFallback" in by_type:
-        reason, text = (
-            (POOL_NOT_FOUND, pool_fallback_message(missing_pool))
-            if missing_pool
-            else (
-                "PoolFound",
-                "",
-            )
-        )
-        out.append(
-            _condition(
-                "PoolFallback", bool(missing_pool), reason, text, by_type.get("PoolFallback"), now
-            )
-        )
+        if missing_pool:
+            reason, text = POOL_NOT_FOUND, pool_fallback_message(missing_pool)
+        else:
+            reason, text = "PoolFound", ""
+        old_fallback = by_type.get("PoolFallback")
+        out.append(_condition("PoolFallback", bool(missing_pool), reason, text, old_fallback, now))
     return out
 
 
