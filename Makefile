@@ -57,9 +57,9 @@ e2e:  ## End-to-end tests against a real local control plane (started by the tes
 test: lint unit e2e  ## Everything CI runs: lint + unit + e2e
 
 .PHONY: bench
-bench:  ## Benchmarks; results go to docs/benchmarks.md by hand
+bench:  ## Benchmarks side by side (core; live cluster: bare loop, kube-scheduler, Sluice); appends a dated report to docs/benchmarks.md
 	$(BIN)/python -m bench.core
-	$(BIN)/python -m bench.bind
+	$(BIN)/python -m bench.live --write docs/benchmarks.md
 
 .PHONY: bench-core
 bench-core:  ## Scheduler-core session benchmark (no cluster)

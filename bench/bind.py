@@ -18,7 +18,6 @@ from polling its `sluice_pods_bound_total` metric every 50 ms; its time from pro
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import itertools
@@ -35,6 +34,7 @@ import urllib.request
 import uuid
 from typing import Any
 
+from bench.clusters import bench_cluster, bench_parser
 from operators.runtime import kubeconfig
 from operators.runtime.binder import BindRequest, binding_body
 from operators.runtime.client import ApiError, KubeClient
@@ -43,18 +43,23 @@ NAMESPACE = "bench-bind"
 IDLE_SCHEDULER = "bench-nobody"  # pods nobody schedules until the bare loop binds them
 
 
-def pod_body(name: str, scheduler: str) -> dict[str, Any]:
+def pod_body(
+    name: str, scheduler: str, cpu: str = "100m", annotations: dict[str, str] | None = None
+) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "namespace": NAMESPACE, "labels": {"app": "bench-bind"}}
+    if annotations:
+        meta["annotations"] = annotations
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": name, "namespace": NAMESPACE, "labels": {"app": "bench-bind"}},
+        "metadata": meta,
         "spec": {
             "schedulerName": scheduler,
             "containers": [
                 {
                     "name": "c",
                     "image": "fake",
-                    "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}},
+                    "resources": {"requests": {"cpu": cpu, "memory": "128Mi"}},
                 }
             ],
         },
@@ -300,13 +305,7 @@ def report(result: dict[str, Any], nodes: str, command: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m bench.bind",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--kubeconfig", help="use this running cluster instead of starting one")
-    parser.add_argument("--profile", default="large", help="devcluster profile to start")
+    parser = bench_parser("python -m bench.bind", __doc__)
     parser.add_argument("--pods", type=int, default=10_000)
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=2)
@@ -314,23 +313,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     logs = pathlib.Path(tempfile.mkdtemp(prefix="sluice-bench-bind-"))
-    cluster = None
-    path = args.kubeconfig
-    nodes = "an existing cluster"
-    if path is None:
-        from operators.devcluster.cluster import DevCluster
-        from operators.devcluster.demo import apply_crds
-
-        cluster = DevCluster(logs / "cluster")
-        state = cluster.up(profile=args.profile, log=print, timeout=600)
-        apply_crds(cluster)
-        path = str(cluster.kubeconfig)
-        nodes = f"{state.nodes:,} kwok nodes (`{args.profile}` profile)"
-    try:
+    with bench_cluster(args.kubeconfig, args.profile, logs, args.keep) as (path, nodes, _):
         result = asyncio.run(bench(path, args.pods, args.concurrency, args.rounds, logs))
-    finally:
-        if cluster is not None and not args.keep:
-            cluster.down()
     command = "python -m bench.bind " + " ".join(argv if argv is not None else sys.argv[1:])
     print()
     print(report(result, nodes, command.strip()))

@@ -1,0 +1,40 @@
+"""The cluster a live benchmark runs on: a running one (`--kubeconfig`) or a fresh devcluster."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import pathlib
+from collections.abc import Iterator
+from typing import Any
+
+
+@contextlib.contextmanager
+def bench_cluster(
+    kubeconfig: str | None, profile: str, logs: pathlib.Path, keep: bool = False
+) -> Iterator[tuple[str, str, Any]]:
+    """(kubeconfig path, description for the report, DevCluster or None for a given one)."""
+    if kubeconfig is not None:
+        yield kubeconfig, "an existing cluster", None
+        return
+    from operators.devcluster.cluster import DevCluster
+    from operators.devcluster.demo import apply_crds
+
+    cluster = DevCluster(logs / "cluster")
+    state = cluster.up(profile=profile, log=print, timeout=600)
+    try:
+        apply_crds(cluster)
+        yield str(cluster.kubeconfig), f"{state.nodes:,} kwok nodes (`{profile}` profile)", cluster
+    finally:
+        if not keep:
+            cluster.down()
+
+
+def bench_parser(prog: str, doc: str | None) -> argparse.ArgumentParser:
+    """A benchmark's command line, with the cluster choice every live benchmark shares."""
+    parser = argparse.ArgumentParser(
+        prog=prog, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--kubeconfig", help="use this running cluster instead of starting one")
+    parser.add_argument("--profile", default="large", help="devcluster profile to start")
+    return parser

@@ -1,0 +1,602 @@
+"""Scheduling speed on the local cluster, side by side: ``python -m bench.live`` (``make bench``).
+
+Every scenario runs on the same cluster, in the same run, with each contestant's order rotated
+round by round so that the machine's moods fall on all of them alike:
+
+* burst: N pre-created pending plain pods, then the contestant starts: the bare binding loop
+  (lists the pods, POSTs Bindings round-robin: the API server's ceiling), kube-scheduler (client
+  QPS/burst lifted to 5000, see operators/devcluster/cluster.py) and Sluice;
+* gangs: the same N pods as PodGroups of the given shapes (Sluice only: neither yardstick gangs);
+* steady: a full cluster (every node filled by running Sluice pods, a backlog pending that does
+  not fit); one running pod is deleted and the session that follows is timed from Sluice's
+  metrics, as is how many sessions run while nothing changes;
+* arrival: Sluice running while pods arrive at a fixed rate in mixed gangs (1, 2, 4, 8 pods);
+  creation -> bound latency per pod, p50 and p99;
+* peak RSS of the Sluice process (VmHWM) over its runs.
+
+Times come from one watch on the bench namespace (when each pod is first seen bound), the same
+observer for every contestant. Rate = 80% of the pods / time from 10% to 90% bound. Figures are
+never asserted anywhere: the smoke test (e2e/test_bench_smoke.py) runs this code at tiny sizes
+only so that it cannot rot.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import dataclasses
+import datetime
+import os
+import pathlib
+import re
+import signal
+import statistics
+import sys
+import tempfile
+import time
+import urllib.request
+import uuid
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Any, Self
+
+from bench.bind import (
+    IDLE_SCHEDULER,
+    NAMESPACE,
+    bare_loop,
+    delete_pods,
+    ensure_namespace,
+    free_port,
+    gather_bounded,
+    pod_body,
+)
+from bench.clusters import bench_cluster, bench_parser
+from operators.runtime import kubeconfig
+from operators.runtime.client import JsonDict, KubeClient
+from operators.runtime.informer import Informer, WatchedKind
+
+PODS = f"/api/v1/namespaces/{NAMESPACE}/pods"
+GROUPS = f"/apis/scheduling.sluice.dev/v1alpha1/namespaces/{NAMESPACE}/podgroups"
+GROUP_ANNOTATION = "scheduling.sluice.dev/pod-group"
+
+
+# ------------------------------------------------------------------------------------------------
+# observing
+# ------------------------------------------------------------------------------------------------
+
+
+class BoundTimes:
+    """When each bench pod was first seen bound, from a list+watch of the bench namespace."""
+
+    def __init__(self, client: KubeClient) -> None:
+        self.at: dict[str, float] = {}
+        self.informer: Informer[tuple[str, bool]] = Informer(
+            client,
+            WatchedKind("bench-pods", PODS, {"labelSelector": "app=bench-bind"}),
+            lambda obj: (str(obj["metadata"]["name"]), bool(obj["spec"].get("nodeName"))),
+            self._seen,
+        )
+        self._task: asyncio.Task[None] | None = None
+
+    def _seen(self, kind: str, key: Any, new: tuple[str, bool] | None, old: Any) -> None:
+        if new is not None and new[1] and new[0] not in self.at:
+            self.at[new[0]] = time.monotonic()
+
+    async def __aenter__(self) -> Self:
+        self._task = asyncio.create_task(self.informer.run())
+        await self.informer.synced.wait()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def wait_for(self, names: set[str], within: float) -> None:
+        deadline = time.monotonic() + within
+        while not names <= self.at.keys():
+            if time.monotonic() > deadline:
+                missing = len(names - self.at.keys())
+                raise RuntimeError(f"{missing} of {len(names)} pods not bound in {within:.0f}s")
+            await asyncio.sleep(0.05)
+
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+    """One contestant on one set of pods; times in seconds from the contestant's start."""
+
+    contestant: str
+    pods: int
+    first: float  # first pod bound
+    done: float  # last pod bound
+    rate: float  # pods/s between 10% and 90% bound
+    ready: float | None = None  # Sluice: caches synced (/readyz) after start
+
+
+def summarize(contestant: str, started: float, times: list[float], ready: float | None) -> Run:
+    times = sorted(t - started for t in times)
+    n = len(times)
+    lo, hi = times[int(0.1 * (n - 1))], times[int(0.9 * (n - 1))]
+    rate = 0.8 * n / (hi - lo) if hi > lo else float("inf")
+    return Run(contestant, n, times[0], times[-1], rate, ready)
+
+
+# ------------------------------------------------------------------------------------------------
+# contestants
+# ------------------------------------------------------------------------------------------------
+
+
+def metrics_text(port: int) -> str:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as resp:
+            return str(resp.read().decode())
+    except OSError:
+        return ""
+
+
+def metric(text: str, name: str, labels: str = "") -> float:
+    match = re.search(rf"^{re.escape(name + labels)} (\S+)$", text, re.MULTILINE)
+    return float(match.group(1)) if match else 0.0
+
+
+def ready(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as resp:
+            return bool(resp.status == 200)
+    except OSError:
+        return False
+
+
+def peak_rss_mib(pid: int) -> float:
+    with contextlib.suppress(OSError):
+        for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+@dataclasses.dataclass
+class Sluice:
+    """`python -m operators scheduler` as a child process, with its metrics port."""
+
+    kubeconfig: str
+    log: pathlib.Path
+    concurrency: int
+    port: int = 0
+    proc: asyncio.subprocess.Process | None = None
+    started: float = 0.0
+    peak_rss: float = 0.0
+
+    async def __aenter__(self) -> Self:
+        self.port = free_port()
+        flags = {
+            "kubeconfig": self.kubeconfig,
+            "bind-concurrency": self.concurrency,
+            "metrics-port": self.port,
+            "metrics-host": "127.0.0.1",
+        }
+        cmd = [sys.executable, "-m", "operators", "scheduler", "--no-leader-election"]
+        cmd += [f"--{k}={v}" for k, v in flags.items()]
+        out = self.log.open("a")
+        self.started = time.monotonic()
+        self.proc = await asyncio.create_subprocess_exec(
+            *cmd, stdout=out, stderr=asyncio.subprocess.STDOUT
+        )
+        out.close()
+        return self
+
+    async def ready_after(self, within: float = 300) -> float:
+        while not ready(self.port):
+            if self.proc is not None and self.proc.returncode is not None:
+                raise RuntimeError(f"scheduler exited with {self.proc.returncode}; see {self.log}")
+            if time.monotonic() - self.started > within:
+                raise RuntimeError(f"scheduler not ready in {within}s; see {self.log}")
+            await asyncio.sleep(0.05)
+        return time.monotonic() - self.started
+
+    def metrics(self) -> str:
+        return metrics_text(self.port)
+
+    async def __aexit__(self, *exc: object) -> None:
+        proc = self.proc
+        if proc is None or proc.returncode is not None:
+            return
+        self.peak_rss = peak_rss_mib(proc.pid)
+        proc.send_signal(signal.SIGTERM)
+        try:
+            await asyncio.wait_for(proc.wait(), 30)
+        except TimeoutError:
+            proc.kill()
+            await proc.wait()
+
+
+# ------------------------------------------------------------------------------------------------
+# scenarios
+# ------------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Bench:
+    client: KubeClient
+    kubeconfig: str
+    logs: pathlib.Path
+    concurrency: int
+    start_kube_scheduler: Callable[[], Any] | None  # None: kube-scheduler is left out
+    stop_kube_scheduler: Callable[[], Any] | None
+    patience: float = 900.0
+    peak_rss: float = 0.0
+    # Fresh pod names every time: the pod garbage collector acts on names from its (possibly
+    # lagging) cache and would delete a new pod that reuses a force-deleted pod's name.
+    tag: str = dataclasses.field(default_factory=lambda: uuid.uuid4().hex[:5])
+    _seq: int = 0
+
+    async def create(
+        self,
+        prefix: str,
+        sizes: list[int],
+        scheduler: str,
+        cpu: str = "100m",
+        gangs: bool = False,
+    ) -> list[str]:
+        """Pods in groups of `sizes` (PodGroups when `gangs`); returns the pod names."""
+        self._seq += 1
+        prefix = f"{prefix}-{self.tag}{self._seq}"
+        names: list[str] = []
+        bodies: list[JsonDict] = []
+        if gangs:
+            await gather_bounded(
+                64,
+                (
+                    self.client.post(GROUPS, podgroup_body(f"{prefix}-g{g:05d}", size))
+                    for g, size in enumerate(sizes)
+                ),
+            )
+        for g, size in enumerate(sizes):
+            group = f"{prefix}-g{g:05d}"
+            for i in range(size):
+                name = f"{group}-{i:05d}"
+                names.append(name)
+                annotations = {GROUP_ANNOTATION: group} if gangs else {}
+                bodies.append(pod_body(name, scheduler, cpu=cpu, annotations=annotations))
+        await gather_bounded(64, (self.client.post(PODS, b) for b in bodies))
+        return names
+
+    async def clean(self) -> None:
+        await delete_pods(self.client)
+        with contextlib.suppress(Exception):
+            await self.client.request("DELETE", GROUPS)
+
+    async def one(self, contestant: str, sizes: list[int], gangs: bool = False) -> Run:
+        scheduler = {"bare": IDLE_SCHEDULER, "kube-scheduler": "default-scheduler"}.get(
+            contestant, "sluice"
+        )
+        names = await self.create(contestant[:4], sizes, scheduler, gangs=gangs)
+        try:
+            async with BoundTimes(self.client) as seen:
+                started = time.monotonic()
+                ready_at: float | None = None
+                if contestant == "bare":
+                    await bare_loop(self.client, self.concurrency)
+                    await seen.wait_for(set(names), self.patience)
+                elif contestant == "kube-scheduler":
+                    assert self.start_kube_scheduler
+                    assert self.stop_kube_scheduler
+                    await asyncio.to_thread(self.start_kube_scheduler)
+                    try:
+                        await seen.wait_for(set(names), self.patience)
+                    finally:
+                        await asyncio.to_thread(self.stop_kube_scheduler)
+                else:
+                    async with Sluice(self.kubeconfig, self.log(), self.concurrency) as s:
+                        started = s.started
+                        ready_at = await s.ready_after()
+                        await seen.wait_for(set(names), self.patience)
+                    self.peak_rss = max(self.peak_rss, s.peak_rss)
+                return summarize(contestant, started, [seen.at[n] for n in names], ready_at)
+        finally:
+            await self.clean()
+
+    def log(self) -> pathlib.Path:
+        return self.logs / "sluice.log"
+
+    async def steady(self, nodes: list[str], per_node: int, pending: int, quiet: float) -> Steady:
+        """A full cluster: `per_node` running Sluice pods on each node, `pending` more that do
+        not fit. Times Sluice's first session, counts sessions while nothing changes, then
+        deletes one running pod and times the session that places one pending pod."""
+        cpu_per_node = await node_cpu_milli(self.client)
+        cpu = f"{cpu_per_node // per_node}m"
+        running = await self.create("run", [1] * (len(nodes) * per_node), "sluice", cpu=cpu)
+        await bare_loop(self.client, self.concurrency)  # place them evenly, no scheduler
+        await self.create("pend", [1] * pending, "sluice", cpu=cpu)
+        try:
+            async with Sluice(self.kubeconfig, self.log(), self.concurrency) as s:
+                await s.ready_after()
+                first = await sessions_after(s, 0, self.patience)
+                before = s.metrics()
+                await asyncio.sleep(quiet)
+                idle_sessions = count(s.metrics()) - count(before)
+                base = count(s.metrics())
+                await self.client.request(
+                    "DELETE", f"{PODS}/{running[0]}", params={"gracePeriodSeconds": "0"}
+                )
+                after = await sessions_after(s, base, self.patience)
+            self.peak_rss = max(self.peak_rss, s.peak_rss)
+            return Steady(len(nodes), len(running), pending, first, idle_sessions, quiet, after)
+        finally:
+            await self.clean()
+
+    async def arrival(self, rate: float, seconds: float) -> Arrival:
+        """Sluice running while mixed gangs (1, 2, 4, 8 pods) arrive at `rate` pods/s."""
+        shapes = (1, 2, 4, 8)
+        created: dict[str, float] = {}
+        try:
+            async with (
+                BoundTimes(self.client) as seen,
+                Sluice(self.kubeconfig, self.log(), self.concurrency) as s,
+            ):
+                await s.ready_after()
+                start = time.monotonic()
+                made, tick = 0, 0
+                while time.monotonic() - start < seconds:
+                    due = int((time.monotonic() - start) * rate)
+                    sizes: list[int] = []
+                    while made + sum(sizes) < due:
+                        sizes.append(shapes[(tick + len(sizes)) % len(shapes)])
+                    if sizes:
+                        names = await self.create("arr", sizes, "sluice", gangs=True)
+                        now = time.monotonic()
+                        created.update(dict.fromkeys(names, now))
+                        made += len(names)
+                        tick += 1
+                    await asyncio.sleep(0.05)
+                await seen.wait_for(set(created), self.patience)
+            self.peak_rss = max(self.peak_rss, s.peak_rss)
+            latency = sorted(seen.at[n] - t for n, t in created.items())
+            return Arrival(
+                rate, seconds, len(latency), percentile(latency, 50), percentile(latency, 99)
+            )
+        finally:
+            await self.clean()
+
+
+def podgroup_body(name: str, size: int) -> JsonDict:
+    return {
+        "apiVersion": "scheduling.sluice.dev/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": {"minMember": size},
+    }
+
+
+async def node_cpu_milli(client: KubeClient) -> int:
+    """The smallest CPU allocatable (milli) of the schedulable nodes."""
+    items, _ = await client.list("/api/v1/nodes")
+    values = []
+    for n in items:
+        if (n.get("spec") or {}).get("taints") or (n.get("spec") or {}).get("unschedulable"):
+            continue
+        raw = str((n.get("status") or {}).get("allocatable", {}).get("cpu", "0"))
+        values.append(int(raw[:-1]) if raw.endswith("m") else int(float(raw) * 1000))
+    return min(values)
+
+
+def count(text: str) -> float:
+    return metric(text, "sluice_cycle_duration_seconds_count", '{phase="session"}')
+
+
+def total(text: str) -> float:
+    return metric(text, "sluice_cycle_duration_seconds_sum", '{phase="session"}')
+
+
+async def sessions_after(s: Sluice, base: float, within: float) -> float:
+    """Wait for the next session after `base` sessions; its duration (s)."""
+    deadline = time.monotonic() + within
+    before = total(s.metrics())
+    while count(text := s.metrics()) <= base:
+        if time.monotonic() > deadline:
+            raise RuntimeError("no session ran")
+        await asyncio.sleep(0.1)
+    return total(text) - before
+
+
+def percentile(values: list[float], p: float) -> float:
+    return values[min(len(values) - 1, round(p / 100 * (len(values) - 1)))]
+
+
+@dataclasses.dataclass(frozen=True)
+class Steady:
+    nodes: int
+    running: int
+    pending: int
+    first_session: float
+    idle_sessions: float
+    quiet: float
+    session_after_change: float
+
+
+@dataclasses.dataclass(frozen=True)
+class Arrival:
+    rate: float
+    seconds: float
+    pods: int
+    p50: float
+    p99: float
+
+
+# ------------------------------------------------------------------------------------------------
+# the run
+# ------------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    pods: int = 10_000
+    rounds: int = 3
+    concurrency: int = 64
+    shapes: tuple[tuple[int, int], ...] = ((500, 20), (20, 500), (1, 10_000))
+    per_node: int = 10
+    pending: int = 2_000
+    quiet: float = 20.0
+    rate: float = 200.0
+    seconds: float = 300.0
+    kube_scheduler: bool = True
+
+
+async def run(bench: Bench, nodes: list[str], s: Settings) -> dict[str, Any]:
+    await ensure_namespace(bench.client)
+    await bench.clean()
+    contestants = ["bare", *(["kube-scheduler"] if s.kube_scheduler else []), "sluice"]
+    plain: dict[str, list[Run]] = {c: [] for c in contestants}
+    gangs: dict[str, list[Run]] = {f"{g}x{m}": [] for g, m in s.shapes}
+    loads: list[float] = [os.getloadavg()[0]]
+    for r in range(s.rounds):
+        order = contestants[r % len(contestants) :] + contestants[: r % len(contestants)]
+        for c in order:
+            run_ = await bench.one(c, [1] * s.pods)
+            plain[c].append(run_)
+            print(f"round {r + 1} plain {c}: {describe(run_)}", flush=True)
+        for g, m in s.shapes:
+            run_ = await bench.one("sluice", [m] * g, gangs=True)
+            gangs[f"{g}x{m}"].append(run_)
+            print(f"round {r + 1} gangs {g}x{m}: {describe(run_)}", flush=True)
+        loads.append(os.getloadavg()[0])
+    steady = await bench.steady(nodes, s.per_node, s.pending, s.quiet)
+    print(f"steady: {steady}", flush=True)
+    arrival = await bench.arrival(s.rate, s.seconds)
+    print(f"arrival: {arrival}", flush=True)
+    loads.append(os.getloadavg()[0])
+    return {
+        "plain": plain,
+        "gangs": gangs,
+        "steady": steady,
+        "arrival": arrival,
+        "loads": loads,
+        "peak_rss": bench.peak_rss,
+    }
+
+
+def describe(r: Run) -> str:
+    ready = f", caches synced at {r.ready:.2f}s" if r.ready is not None else ""
+    return (
+        f"{r.pods} pods: first bound {r.first:.2f}s, all {r.done:.2f}s, {r.rate:.0f} pods/s{ready}"
+    )
+
+
+def med(runs: list[Run], field: str) -> float:
+    return statistics.median(float(getattr(r, field) or 0.0) for r in runs)
+
+
+def report(result: Mapping[str, Any], s: Settings, command: str, where: str) -> str:
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    loads = ", ".join(f"{x:.1f}" for x in result["loads"])
+    plain: dict[str, list[Run]] = result["plain"]
+    bare_done = med(plain["bare"], "done")
+    lines = [
+        f"### Run of {now}",
+        "",
+        (
+            f"Command: `{command}`. {where}; {s.concurrency} Binding POSTs in flight for the bare "
+            f"loop and Sluice; kube-scheduler with client QPS/burst 5000. Medians of {s.rounds} "
+            f"round(s), contestants' order rotated each round. Load average (1 min) at start, after "
+            f"each round and at the end: {loads} on {os.cpu_count()} CPUs shared with other work: "
+            "compare within a row, not across runs."
+        ),
+        "",
+        "| pods | contestant | first bound s | all bound s | pods/s (10-90%) | all bound / bare loop |",
+        "|---|---|---|---|---|---|",
+    ]
+    rows = [(f"{s.pods} x 1 (plain)", c, runs) for c, runs in plain.items()]
+    rows += [(f"{k} (PodGroups)", "sluice", runs) for k, runs in result["gangs"].items()]
+    for label, c, runs in rows:
+        first = med(runs, "first")
+        ready = med(runs, "ready") if runs[0].ready is not None else None
+        first_text = f"{first:.2f}" + (f" ({first - ready:.2f} after sync)" if ready else "")
+        lines.append(
+            f"| {label} | {c} | {first_text} | {med(runs, 'done'):.2f} | {med(runs, 'rate'):.0f} "
+            f"| {med(runs, 'done') / bare_done:.2f}x |"
+        )
+    st: Steady = result["steady"]
+    ar: Arrival = result["arrival"]
+    lines += [
+        "",
+        (
+            f"Steady state: {st.nodes} nodes full of {st.running} running pods, {st.pending} pending "
+            f"that do not fit: first session {st.first_session:.2f} s; sessions while nothing "
+            f"changed for {st.quiet:.0f} s: {st.idle_sessions:.0f}; session after one running pod "
+            f"was deleted: {st.session_after_change:.2f} s."
+        ),
+        (
+            f"Sustained arrival: {ar.pods} pods in mixed gangs (1/2/4/8) at {ar.rate:.0f} pods/s "
+            f"for {ar.seconds:.0f} s: creation -> bound p50 {ar.p50:.2f} s, p99 {ar.p99:.2f} s."
+        ),
+        f"Peak RSS of the Sluice scheduler process over these runs: {result['peak_rss']:.0f} MiB.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def parse(argv: list[str] | None) -> tuple[argparse.Namespace, Settings]:
+    p = bench_parser("python -m bench.live", __doc__)
+    for f in dataclasses.fields(Settings):
+        if f.name not in ("shapes", "kube_scheduler"):
+            p.add_argument("--" + f.name.replace("_", "-"), type=type(f.default), default=f.default)
+    p.add_argument("--shapes", default="500x20,20x500,1x10000", help="gangs x size, ...")
+    p.add_argument("--write", help="append the dated report to this markdown file")
+    p.set_defaults(kube_scheduler=True)
+    args = p.parse_args(argv)
+    shapes = tuple(
+        (int(g), int(m)) for g, m in (part.split("x") for part in args.shapes.split(",") if part)
+    )
+    given = {
+        f.name: getattr(args, f.name) for f in dataclasses.fields(Settings) if f.name != "shapes"
+    }
+    settings = Settings(**{**given, "shapes": shapes, "kube_scheduler": args.kubeconfig is None})
+    return args, settings
+
+
+@contextlib.asynccontextmanager
+async def connected(path: str, concurrency: int) -> AsyncIterator[KubeClient]:
+    conn = kubeconfig.load(path)
+    async with KubeClient(conn, limit=concurrency + 16, request_timeout=60) as client:
+        yield client
+
+
+async def run_on(path: str, logs: pathlib.Path, s: Settings, cluster: Any | None) -> dict[str, Any]:
+    async with connected(path, s.concurrency) as client:
+        bench = Bench(
+            client,
+            path,
+            logs,
+            s.concurrency,
+            cluster.start_kube_scheduler if cluster is not None else None,
+            (lambda: cluster.stop_process("kube-scheduler")) if cluster is not None else None,
+        )
+        nodes, _ = await client.list("/api/v1/nodes")
+        names = [
+            n["metadata"]["name"]
+            for n in nodes
+            if not (n.get("spec") or {}).get("taints")
+            and not (n.get("spec") or {}).get("unschedulable")
+        ]
+        return await run(bench, names, s)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, settings = parse(argv)
+    logs = pathlib.Path(tempfile.mkdtemp(prefix="sluice-bench-live-"))
+    with bench_cluster(args.kubeconfig, args.profile, logs) as (path, where, cluster):
+        result = asyncio.run(run_on(path, logs, settings, cluster))
+    if cluster is None:
+        where += " (kube-scheduler left out)"
+    command = "python -m bench.live " + " ".join(argv if argv is not None else sys.argv[1:])
+    text = report(result, settings, command.strip(), where)
+    print("\n" + text + f"\nlogs: {logs}")
+    if args.write:
+        with open(args.write, "a", encoding="utf-8") as out:
+            out.write("\n" + text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
