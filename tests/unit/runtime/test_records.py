@@ -141,3 +141,14 @@ def test_pod_queue_from_volcano_annotations_newest_spelling_first() -> None:
         ).queue
         == "own"
     )
+
+
+def test_bare_integer_quantities_as_volcano_writes_them() -> None:
+    # The CRDs take int-or-string quantities (`cpu: 2`), so the reader gets JSON numbers too.
+    q = R.queue(
+        {
+            "metadata": {"name": "vc"},
+            "spec": {"capability": {"cpu": 2, "memory": "4Gi", "nvidia.com/gpu": 8}},
+        }
+    )
+    assert q.capability == {"cpu": 2000, "memory": 4 * 2**30, "nvidia.com/gpu": 8}
