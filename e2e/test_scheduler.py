@@ -764,3 +764,68 @@ def test_gpu_ids_follow_the_nvlink_layout_not_the_card_order(
         with contextlib.suppress(client.ApiException):
             core.delete_namespaced_pod("island-0", namespace, grace_period_seconds=0)
         core.delete_node(name)
+
+
+def test_missing_pool_falls_back_loudly_and_a_cut_off_queue_admits_nothing(
+    core: client.CoreV1Api,
+    custom: client.CustomObjectsApi,
+    namespace: str,
+    start_scheduler: Callable[..., Scheduler],
+) -> None:
+    group_api = ("scheduling.sluice.dev", "v1alpha1", namespace, "podgroups")
+    orphan_queue = f"{namespace}-orphan"
+    custom.create_cluster_custom_object(
+        "scheduling.sluice.dev",
+        "v1alpha1",
+        "queues",
+        {
+            "apiVersion": "scheduling.sluice.dev/v1alpha1",
+            "kind": "Queue",
+            "metadata": {"name": orphan_queue},
+            "spec": {"parent": f"{namespace}-no-such-parent"},
+        },
+    )
+    try:
+        sched = start_scheduler()
+        sched.wait_ready()
+        astray = podgroup("astray", 1)
+        astray["spec"]["pool"] = "no-such-pool"
+        cut_off = podgroup("cut-off", 1)
+        cut_off["spec"]["queue"] = orphan_queue
+        for body in (astray, cut_off):
+            custom.create_namespaced_custom_object(*group_api, body)
+            name = body["metadata"]["name"]
+            core.create_namespaced_pod(namespace, pod(f"{name}-0", group=name))
+
+        def condition(group: str, type_: str) -> dict[str, Any] | None:
+            status = custom.get_namespaced_custom_object(*group_api, group).get("status") or {}
+            return next((c for c in status.get("conditions") or [] if c["type"] == type_), None)
+
+        # A missing pool: placed in `default`, but never silently.
+        wait_for(lambda: bound(core, namespace, "astray-"), 30, "astray-0 bound", sched)
+        fallback = wait_for(lambda: condition("astray", "PoolFallback"), 30, "PoolFallback", sched)
+        assert (fallback["status"], fallback["reason"]) == ("True", "PoolNotFound")
+        wait_for(
+            lambda: any(
+                e.reason == "PoolNotFound" and e.involved_object.name == "astray"
+                for e in core.list_namespaced_event(namespace).items
+            ),
+            15,
+            "a PoolNotFound Event",
+            sched,
+        )
+        # A queue whose parent does not exist would escape its ancestors' capability: closed.
+        closed = wait_for(
+            lambda: (c := condition("cut-off", "Unschedulable")) and c["status"] == "True" and c,
+            30,
+            "cut-off waits",
+            sched,
+        )
+        assert closed["reason"] == "QueueClosed"
+        assert f"parent queue '{namespace}-no-such-parent' does not exist" in closed["message"]
+        assert not bound(core, namespace, "cut-off-")
+    finally:
+        with contextlib.suppress(client.ApiException):
+            custom.delete_cluster_custom_object(
+                "scheduling.sluice.dev", "v1alpha1", "queues", orphan_queue
+            )
