@@ -7,6 +7,11 @@ PROFILE ?= small
 NODES ?=
 PY_DIRS := operators tests e2e bench
 CLUSTER_ARGS := --profile $(PROFILE) $(if $(NODES),--nodes $(NODES),)
+VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
+IMAGE ?= sluice-operators:$(VERSION)
+CONTAINER_TOOL ?= $(firstword $(shell command -v docker podman buildah 2>/dev/null))
+# BYO=1: act on the cluster named by $$KUBECONFIG instead of the local control plane.
+BYO_ENV := $(if $(filter 1 true yes,$(BYO)),SLUICE_BYO_CLUSTER=1,)
 
 .DEFAULT_GOAL := help
 
@@ -25,8 +30,9 @@ setup: $(BIN)/python  ## Install Python deps (locked) and build/cache the contro
 	$(BIN)/python -m operators.devcluster build
 
 .PHONY: lock
-lock:  ## Re-resolve requirements/dev.lock from pyproject.toml
+lock:  ## Re-resolve requirements/dev.lock (and runtime.lock, what the image installs) from pyproject.toml
 	$(BIN)/uv pip compile -q pyproject.toml --extra dev --python-version 3.11 -o requirements/dev.lock
+	$(BIN)/uv pip compile -q pyproject.toml --python-version 3.11 --generate-hashes -o requirements/runtime.lock
 
 .PHONY: lint
 lint:  ## ruff, mypy --strict, import-linter layers, CRD drift check
@@ -35,6 +41,7 @@ lint:  ## ruff, mypy --strict, import-linter layers, CRD drift check
 	$(BIN)/mypy $(PY_DIRS)
 	$(BIN)/lint-imports
 	$(BIN)/python -m operators.api.crdgen --check crds
+	$(BIN)/python -m operators.install generate --check
 
 .PHONY: fmt
 fmt:  ## Apply ruff fixes and formatting
@@ -42,16 +49,17 @@ fmt:  ## Apply ruff fixes and formatting
 	$(BIN)/ruff format $(PY_DIRS)
 
 .PHONY: crds
-crds:  ## Regenerate crds/ from the models in operators/api
+crds:  ## Regenerate crds/ from the models in operators/api (and the files generated from it)
 	$(BIN)/python -m operators.api.crdgen crds
+	$(BIN)/python -m operators.install generate
 
 .PHONY: unit
 unit:  ## Fast unit and property tests (no cluster)
 	$(BIN)/pytest tests -q
 
 .PHONY: e2e
-e2e:  ## End-to-end tests against a real local control plane (started by the tests)
-	$(BIN)/pytest e2e -q
+e2e:  ## End-to-end tests against a real local control plane (started by the tests) [BYO=1]
+	$(BYO_ENV) $(BIN)/pytest e2e -q
 
 .PHONY: test
 test: lint unit e2e  ## Everything CI runs: lint + unit + e2e
@@ -70,16 +78,35 @@ cluster-up:  ## Start the local cluster: make cluster-up PROFILE=small|large|lin
 	$(BIN)/python -m operators.devcluster up $(CLUSTER_ARGS)
 
 .PHONY: cluster-down
-cluster-down:  ## Stop the local cluster and remove its state
-	$(BIN)/python -m operators.devcluster down
+cluster-down:  ## Stop the local cluster and remove its state [BYO=1: only what Sluice started]
+	$(BYO_ENV) $(BIN)/python -m operators.install undeploy >/dev/null
+	$(BYO_ENV) $(BIN)/python -m operators.devcluster down
+
+.PHONY: nodes
+nodes:  ## Create a profile's fake nodes (BYO=1: in your cluster, run by kwok there)
+	$(BYO_ENV) $(BIN)/python -m operators.devcluster nodes $(CLUSTER_ARGS)
+
+.PHONY: deploy
+deploy:  ## Apply manifests/overlays/dev and run the operators as their ServiceAccounts [BYO=1]
+	$(BYO_ENV) $(BIN)/python -m operators.install deploy
+
+.PHONY: undeploy
+undeploy:  ## Stop the operators `make deploy` started [BYO=1]
+	$(BYO_ENV) $(BIN)/python -m operators.install undeploy
 
 .PHONY: cluster-status
 cluster-status:  ## Show the local cluster's processes and nodes
 	$(BIN)/python -m operators.devcluster status
 
 .PHONY: run
-run:  ## Local cluster + CRDs + operators + samples
-	$(BIN)/python -m operators.devcluster run $(CLUSTER_ARGS)
+run:  ## Local cluster + CRDs + operators + samples [BYO=1: the cluster in $$KUBECONFIG]
+	$(BYO_ENV) $(BIN)/python -m operators.devcluster run $(CLUSTER_ARGS)
+
+.PHONY: image
+image:  ## Build the operators image $(IMAGE) with docker, podman or buildah
+	@test -n "$(CONTAINER_TOOL)" || { echo "make image: no docker, podman or buildah on PATH" \
+	  "(tests/unit/install/test_image.py checks the Dockerfile without one)"; exit 1; }
+	$(CONTAINER_TOOL) build -t $(IMAGE) .
 
 .PHONY: clean
 clean:  ## Remove the virtualenv and caches (keeps the built binaries in ~/.cache/sluice)

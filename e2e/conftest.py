@@ -6,6 +6,10 @@ Fixtures (stable names; later tests build on them):
 - `k8s`       session: a sync `kubernetes.client.ApiClient` logged in as cluster admin.
 - `namespace` function: a fresh namespace, deleted after the test.
 Component logs live under the session's temp folder; a failing test prints their last lines.
+
+Bring your own cluster: with SLUICE_BYO_CLUSTER=1 (`make e2e BYO=1`) the suite runs against the
+cluster in $KUBECONFIG (cluster-admin rights, the small profile's kwok nodes: docs/install.md)
+instead of starting one, and leaves out the tests of the local control plane itself.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from kubernetes import client
 
 from operators.devcluster.cluster import DevCluster, kubectl_binary
 from operators.devcluster.demo import apply_crds
+from operators.devcluster.existing import ExistingCluster, byo_kubeconfig, byo_requested
 
 E2E_PROFILE = os.environ.get("SLUICE_E2E_PROFILE", "small")
 _cluster_ref: list[DevCluster] = []
@@ -33,9 +38,20 @@ class Kubectl(Protocol):
     ) -> subprocess.CompletedProcess[str]: ...
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not byo_requested():
+        return
+    kept = [i for i in items if i.get_closest_marker("devcluster") is None]
+    config.hook.pytest_deselected(items=[i for i in items if i not in kept])
+    items[:] = kept
+
+
 @pytest.fixture(scope="session")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster]:
-    dev = DevCluster(tmp_path_factory.mktemp("devcluster"))
+    if byo_requested():
+        dev: DevCluster = ExistingCluster(byo_kubeconfig(), tmp_path_factory.mktemp("byo"))
+    else:
+        dev = DevCluster(tmp_path_factory.mktemp("devcluster"))
     _cluster_ref.append(dev)
     dev.up(profile=E2E_PROFILE)
     apply_crds(dev)

@@ -14,6 +14,9 @@ from operators.devcluster.cluster import DevCluster
 from operators.devcluster.errors import DevClusterError
 from operators.devcluster.waiting import wait_for
 
+# Tests of the local control plane itself: not run against a cluster brought by the user.
+pytestmark = pytest.mark.devcluster
+
 
 def test_small_profile_nodes_are_ready_gpu_nodes(k8s: client.ApiClient) -> None:
     nodes = client.CoreV1Api(k8s).list_node().items

@@ -1,152 +1,151 @@
-"""The install manifests render, the API server accepts them, and RBAC grants what is needed."""
+"""`make deploy` on the real cluster: the dev overlay applies (server dry run, then for real), and
+every operator on main runs from this checkout under its own ServiceAccount's token, so a right
+missing from the install's RBAC fails here as a 403."""
 
 from __future__ import annotations
 
 import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 from kubernetes import client
 
+from operators.devcluster import processes
 from operators.devcluster.cluster import DevCluster
 from operators.devcluster.waiting import wait_for
+from operators.install.deploy import DEV_OVERLAY, Deployer, Running
+
+pytestmark = pytest.mark.e2e
 
 Kubectl = Callable[..., subprocess.CompletedProcess[str]]
 
-MANIFESTS = Path(__file__).resolve().parents[1] / "manifests"
-SA = "system:serviceaccount:sluice-system:sluice-operators"
 
-NEEDED = [
-    ("create", "pods/binding"),
-    ("create", "pods/eviction"),
-    ("patch", "pods"),
-    ("delete", "pods"),
-    ("watch", "nodes"),
-    ("list", "priorityclasses.scheduling.k8s.io"),
-    ("list", "poddisruptionbudgets.policy"),
-    ("update", "leases.coordination.k8s.io"),
-    ("create", "events"),
-    ("create", "events.events.k8s.io"),
-    ("patch", "podgroups.scheduling.sluice.dev/status"),
-    ("update", "queues.scheduling.sluice.dev/status"),
-    ("create", "podgroups.scheduling.sluice.dev"),
-    ("watch", "hybridjobs.batch.sluice.dev"),
-    ("watch", "eventsinks.events.sluice.dev"),
-    ("create", "services"),
+def sa(name: str) -> str:
+    return f"system:serviceaccount:sluice-system:sluice-{name}"
+
+
+MAY = [
+    ("scheduler", "create", "pods/binding"),
+    ("scheduler", "create", "pods/eviction"),
+    ("scheduler", "patch", "pods/status"),
+    ("scheduler", "watch", "nodes"),
+    ("scheduler", "list", "poddisruptionbudgets.policy"),
+    ("scheduler", "patch", "queues.scheduling.sluice.dev/status"),
+    ("scheduler", "create", "events"),
+    ("jobs", "create", "pods"),
+    ("jobs", "create", "podgroups.scheduling.sluice.dev"),
+    ("jobs", "patch", "vcjobs.batch.sluice.dev/status"),
+    ("jobs", "create", "secrets"),
+    ("pool", "patch", "nodes"),
+    ("queue", "patch", "queues.scheduling.sluice.dev/status"),
+    ("podgroup", "patch", "podgroups.scheduling.sluice.dev/status"),
 ]
-NOT_GRANTED = [("delete", "nodes"), ("create", "clusterroles.rbac.authorization.k8s.io")]
+MAY_NOT = [
+    ("scheduler", "create", "pods"),
+    ("scheduler", "delete", "pods"),
+    ("scheduler", "patch", "nodes"),
+    ("scheduler", "get", "secrets"),
+    ("scheduler", "update", "leases.coordination.k8s.io"),  # only its own Lease, by name
+    ("jobs", "patch", "nodes"),
+    ("pool", "delete", "nodes"),
+    ("queue", "create", "pods"),
+    ("podgroup", "get", "secrets"),
+    ("jobs", "create", "clusterroles.rbac.authorization.k8s.io"),
+]
 
 
 @pytest.fixture(scope="module")
-def installed(kubectl: Kubectl) -> Iterator[None]:
-    rendered = kubectl("kustomize", str(MANIFESTS / "base")).stdout
-    # Everything but the Deployment for real: no container runtime runs its image here.
-    objects = [o for o in yaml.safe_load_all(rendered) if o and o["kind"] != "Deployment"]
-    kubectl("apply", "--server-side", "-f", "-", input=yaml.safe_dump_all(objects))
-    # The Deployment too must pass the API server's validation and admission.
-    kubectl("apply", "--server-side", "-k", str(MANIFESTS / "base"), "--dry-run=server")
-    yield
-    kubectl("delete", "-f", "-", "--wait=false", input=yaml.safe_dump_all(objects), check=False)
-
-
-@pytest.mark.usefixtures("installed")
-@pytest.mark.parametrize(("verb", "resource"), NEEDED)
-def test_operators_service_account_may(kubectl: Kubectl, verb: str, resource: str) -> None:
-    result = kubectl("auth", "can-i", verb, resource, f"--as={SA}", check=False)
-    assert result.stdout.strip() == "yes", (verb, resource, result.stderr)
-
-
-@pytest.mark.usefixtures("installed")
-@pytest.mark.parametrize(("verb", "resource"), NOT_GRANTED)
-def test_operators_service_account_may_not(kubectl: Kubectl, verb: str, resource: str) -> None:
-    result = kubectl("auth", "can-i", verb, resource, f"--as={SA}", check=False)
-    assert result.stdout.strip() == "no", (verb, resource)
-
-
-def test_dev_overlay_runs_one_replica_with_debug_logs(kubectl: Kubectl) -> None:
-    rendered = kubectl("kustomize", str(MANIFESTS / "overlays" / "dev")).stdout
-    deployment = next(o for o in yaml.safe_load_all(rendered) if o["kind"] == "Deployment")
-    assert deployment["spec"]["replicas"] == 1
-    env = {
-        e["name"]: e.get("value")
-        for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]
-    }
-    assert env["SLUICE_LOG_LEVEL"] == "DEBUG"
-    assert env["SLUICE_LEASE_NAMESPACE"] == "sluice-system"
-
-
-@pytest.mark.usefixtures("installed")
-def test_scheduler_works_with_only_the_installed_rbac(
-    cluster: DevCluster, k8s: client.ApiClient, namespace: str, tmp_path: Path
-) -> None:
-    """Run the scheduler as the operators' ServiceAccount: any missing right shows up as a 403."""
-    core = client.CoreV1Api(k8s)
-    token = core.create_namespaced_service_account_token(
-        "sluice-operators", "sluice-system", {"spec": {"expirationSeconds": 3600}}
-    ).status.token
-    kubeconfig = tmp_path / "sa.kubeconfig"
-    kubeconfig.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [
-                    {
-                        "name": "c",
-                        "cluster": {
-                            "server": cluster.server,
-                            "certificate-authority": str(cluster.state_dir / "pki" / "ca.crt"),
-                        },
-                    }
-                ],
-                "users": [{"name": "sa", "user": {"token": token}}],
-                "contexts": [{"name": "c", "context": {"cluster": "c", "user": "sa"}}],
-                "current-context": "c",
-            }
-        )
+def deployed(
+    cluster: DevCluster, kubectl: Kubectl, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[list[Running]]:
+    deployer = Deployer(cluster.kubeconfig, tmp_path_factory.mktemp("deploy"), say=lambda _: None)
+    objects = deployer.apply()
+    # What Argo CD's server-side diff sees: nothing the API server defaults shows as a change.
+    diff = kubectl(
+        "diff", "--server-side", "--force-conflicts", "-k", str(DEV_OVERLAY), check=False
     )
-    log = tmp_path / "scheduler.log"
-    # Its own scheduler name and Lease: nothing else running in this cluster can interfere.
-    cmd = [
-        sys.executable, "-m", "operators", "scheduler", f"--kubeconfig={kubeconfig}",
-        "--scheduler-name=sluice-rbac", "--lease-namespace=sluice-system",
-        "--lease-name=sluice-rbac", "--metrics-port=0",
-    ]  # fmt: skip
-    with log.open("wb") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
-    try:
-        core.create_namespaced_pod(
-            namespace,
-            {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "metadata": {"name": "rbac-probe"},
-                "spec": {
-                    "schedulerName": "sluice-rbac",
-                    "containers": [
-                        {
-                            "name": "c",
-                            "image": "fake",
-                            "resources": {"limits": {"nvidia.com/gpu": "2"}},
-                        }
-                    ],
-                },
+    assert diff.returncode == 0, diff.stdout + diff.stderr
+    running = deployer.run_operators(objects)
+    yield running
+    deployer.stop()
+    # Everything but the CRDs, which the rest of the session needs.
+    leftovers = [o for o in objects if o["kind"] != "CustomResourceDefinition"]
+    kubectl("delete", "--wait=false", "--ignore-not-found", "-f", "-",
+            input=yaml.safe_dump_all(leftovers), check=False)  # fmt: skip
+
+
+@pytest.mark.parametrize(("operator", "verb", "resource"), MAY)
+def test_service_account_may(
+    deployed: list[Running], kubectl: Kubectl, operator: str, verb: str, resource: str
+) -> None:
+    result = kubectl("auth", "can-i", verb, resource, f"--as={sa(operator)}", check=False)
+    assert result.stdout.strip() == "yes", (operator, verb, resource, result.stderr)
+
+
+@pytest.mark.parametrize(("operator", "verb", "resource"), MAY_NOT)
+def test_service_account_may_not(
+    deployed: list[Running], kubectl: Kubectl, operator: str, verb: str, resource: str
+) -> None:
+    result = kubectl("auth", "can-i", verb, resource, f"--as={sa(operator)}", check=False)
+    assert result.stdout.strip() == "no", (operator, verb, resource)
+
+
+def test_deployments_are_applied_and_scaled_to_zero(
+    deployed: list[Running], k8s: client.ApiClient
+) -> None:
+    apps = client.AppsV1Api(k8s)
+    names = {
+        d.metadata.name: d.spec.replicas
+        for d in apps.list_namespaced_deployment("sluice-system").items
+    }
+    assert names
+    assert set(names.values()) == {0}, "the operators run as local processes instead"
+    assert {r.operator for r in deployed} == {n.removeprefix("sluice-") for n in names}
+
+
+def test_operators_schedule_under_their_own_accounts(
+    deployed: list[Running], k8s: client.ApiClient, namespace: str
+) -> None:
+    core = client.CoreV1Api(k8s)
+    core.create_namespaced_pod(
+        namespace,
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "rbac-probe"},
+            "spec": {
+                "schedulerName": "sluice",
+                "containers": [
+                    {"name": "c", "image": "fake", "resources": {"limits": {"nvidia.com/gpu": "2"}}}
+                ],
             },
+        },
+    )
+
+    def bound() -> client.V1Pod | None:
+        pod = core.read_namespaced_pod("rbac-probe", namespace)
+        return pod if pod.spec.node_name else None
+
+    pod = wait_for(bound, timeout=90, what="the pod to be bound by the deployed scheduler")
+    assert pod is not None
+    assert pod.metadata.annotations["scheduling.sluice.dev/gpu-ids"]
+    # The scheduler writes the default Queue's status: the install made it an object.
+    objects = client.CustomObjectsApi(k8s)
+
+    def default_queue_with_status() -> dict[str, Any] | None:
+        queue: dict[str, Any] = objects.get_cluster_custom_object(
+            "scheduling.sluice.dev", "v1alpha1", "queues", "default"
         )
+        return queue if queue.get("status") else None
 
-        def bound() -> client.V1Pod | None:
-            pod = core.read_namespaced_pod("rbac-probe", namespace)
-            return pod if pod.spec.node_name else None
-
-        pod = wait_for(bound, timeout=60, what="the pod to be bound by the ServiceAccount")
-        assert pod is not None
-        assert pod.metadata.annotations["scheduling.sluice.dev/gpu-ids"]
-        assert proc.poll() is None, log.read_text()
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)
-    text = log.read_text()
-    assert "forbidden" not in text.lower(), text
+    queue = wait_for(default_queue_with_status, timeout=60, what="the default Queue's status")
+    assert queue is not None
+    assert queue["metadata"]["annotations"]["argocd.argoproj.io/sync-wave"] == "1"
+    for r in deployed:
+        text = Path(r.log).read_text(errors="replace")
+        assert processes.alive(r.proc()), text
+        assert " 403" not in text, text
+        assert "forbidden" not in text.lower(), text

@@ -369,6 +369,7 @@ class SchedulerOperator:
             m.pending_pods.labels(queue=queue).set(n)
         m.assumed_pods.set(len(self.cache.assumed))
         self._export_triggers()
+        m.observe_quota(result.queues, result.pools)
         for informer in self.informers:
             name = informer.kind.name
             m.cache_objects.labels(kind=name).set(len(informer.store))

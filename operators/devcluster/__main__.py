@@ -1,4 +1,4 @@
-"""`python -m operators.devcluster build|up|down|status|run|kubeconfig`."""
+"""`python -m operators.devcluster build|up|down|status|run|nodes|kubeconfig`."""
 
 from __future__ import annotations
 
@@ -7,9 +7,11 @@ import json
 import sys
 from pathlib import Path
 
+from operators.devcluster import profiles
 from operators.devcluster.build import build_all
 from operators.devcluster.cluster import DevCluster
 from operators.devcluster.errors import DevClusterError
+from operators.devcluster.existing import ExistingCluster, byo_kubeconfig, byo_requested
 from operators.devcluster.profiles import PROFILES
 
 
@@ -29,6 +31,11 @@ def _parser() -> argparse.ArgumentParser:
         cmd.add_argument("--nodes", type=int, help="override the profile's GPU node count")
         cmd.add_argument("--apiserver-port", type=int, default=0, help="default: a free port")
         cmd.add_argument("--etcd-port", type=int, default=0, help="default: a free port")
+    nodes = sub.add_parser(
+        "nodes", help="create a profile's fake nodes (for your own cluster with kwok: BYO=1)"
+    )
+    nodes.add_argument("--profile", default="small", choices=sorted(PROFILES))
+    nodes.add_argument("--nodes", type=int, help="override the profile's GPU node count")
     sub.add_parser("down", help="stop every process and forget the cluster")
     sub.add_parser("status", help="print processes, ports and kubeconfig as JSON")
     sub.add_parser("kubeconfig", help="print the admin kubeconfig path")
@@ -37,8 +44,28 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    cluster = DevCluster(None if args.state_dir is None else Path(args.state_dir))
+    state_dir = None if args.state_dir is None else Path(args.state_dir)
+    cluster = DevCluster(state_dir)
     try:
+        if args.command == "nodes":
+            target = ExistingCluster(byo_kubeconfig(), state_dir) if byo_requested() else cluster
+            created = profiles.nodes_for(args.profile, args.nodes)
+            target.create_nodes(created)
+            print(f"devcluster: {len(created)} nodes of the {args.profile} profile created")
+            return 0
+        if byo_requested() and args.command in ("run", "down"):
+            # Bring your own cluster: run the operators and samples against it; never start or
+            # stop the cluster itself.
+            byo = ExistingCluster(byo_kubeconfig(), state_dir)
+            if args.command == "down":
+                byo.down()
+                print(f"devcluster: stopped the operators started against {byo.server}")
+                return 0
+            from operators.devcluster.demo import run_demo
+
+            print(f"devcluster: using the cluster in {byo.kubeconfig} ({byo.server})")
+            run_demo(byo)
+            return 0
         if args.command == "build":
             build_all(force=args.force)
         elif args.command in ("up", "run"):

@@ -54,6 +54,8 @@ def is_cached(component: Component) -> bool:
 
 def _ldflags(component: Component) -> str:
     flags = ["-s", "-w"]
+    if component.version_variable:
+        flags.append(f"-X {component.version_variable}={component.version}")
     if component.stamp_kubernetes_version:
         # Unstamped binaries report v0.0.0-master, which confuses version-skew checks.
         major, minor = component.version.lstrip("v").split(".")[:2]

@@ -169,7 +169,7 @@ class DevCluster:
             self._start(state, "kube-controller-manager", self._kcm_args(keys))
             self._start(state, "kwok", self._kwok_args())
             log(f"creating {len(node_objects)} fake nodes ({profile} profile)")
-            self._create_nodes(node_objects)
+            self.create_nodes(node_objects)
             self._wait(
                 state,
                 "kwok",
@@ -196,6 +196,7 @@ class DevCluster:
         missing = [
             str(bin_dir(c) / name)
             for c in COMPONENTS
+            if c.cluster
             for name, _ in c.packages
             if not os.access(bin_dir(c) / name, os.X_OK)
         ]
@@ -397,7 +398,8 @@ class DevCluster:
         configuration.connection_pool_maxsize = 32
         return client.ApiClient(configuration)
 
-    def _create_nodes(self, nodes: list[dict[str, Any]]) -> None:
+    def create_nodes(self, nodes: list[dict[str, Any]]) -> None:
+        """Create the Node objects (kwok then runs them); existing ones are left alone."""
         from kubernetes import client
         from kubernetes.client.exceptions import ApiException
 

@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,7 +46,7 @@ def ensure_port_free(port: int, flag: str) -> None:
             ) from exc
 
 
-def spawn(name: str, args: list[str], log: Path) -> Proc:
+def spawn(name: str, args: list[str], log: Path, env: Mapping[str, str] | None = None) -> Proc:
     """Run in a new session so the process survives us and can be stopped as a group."""
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("ab") as out:
@@ -57,6 +58,7 @@ def spawn(name: str, args: list[str], log: Path) -> Proc:
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            env=None if env is None else dict(env),
         )
     _children[popen.pid] = popen
     return Proc(name=name, pid=popen.pid, binary=args[0], log=log)

@@ -9,6 +9,8 @@ from pathlib import Path
 KUBERNETES_VERSION = "v1.33.13"
 ETCD_VERSION = "v3.5.21"
 KWOK_VERSION = "v0.7.0"
+# Not part of the cluster: renders and lints charts/sluice in tests (tests/unit/install/test_helm.py).
+HELM_VERSION = "v3.18.6"
 
 
 @dataclass(frozen=True)
@@ -20,6 +22,8 @@ class Component:
     module_dir: str  # folder under operators/devcluster/toolchain/ holding go.mod and go.sum
     packages: tuple[tuple[str, str], ...]  # (binary name, Go package path)
     stamp_kubernetes_version: bool = False
+    version_variable: str | None = None  # a Go string variable `-X` sets to `version`
+    cluster: bool = True  # the dev cluster cannot start without it
 
 
 COMPONENTS: tuple[Component, ...] = (
@@ -46,6 +50,14 @@ COMPONENTS: tuple[Component, ...] = (
             ("kubectl", "k8s.io/kubernetes/cmd/kubectl"),
         ),
         stamp_kubernetes_version=True,
+    ),
+    Component(
+        name="helm",
+        version=HELM_VERSION,
+        module_dir="helm",
+        packages=(("helm", "helm.sh/helm/v3/cmd/helm"),),
+        version_variable="helm.sh/helm/v3/internal/version.version",
+        cluster=False,
     ),
 )
 

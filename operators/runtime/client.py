@@ -55,6 +55,14 @@ class KubeClient:
         self._limit = limit
         self._request_timeout = request_timeout
         self._session: aiohttp.ClientSession | None = None
+        self._tls_generation = conn.tls_generation
+        # Per-request options that do not change: the proxy (None: the environment's, through
+        # trust_env) and the name the server certificate must carry.
+        self._request_options: dict[str, Any] = {}
+        if conn.proxy:
+            self._request_options["proxy"] = conn.proxy
+        if conn.tls_server_name:
+            self._request_options["server_hostname"] = conn.tls_server_name
 
     @property
     def session(self) -> aiohttp.ClientSession:
@@ -63,7 +71,10 @@ class KubeClient:
                 limit=self._limit, ssl=self.conn.ssl_context(), ttl_dns_cache=300
             )
             self._session = aiohttp.ClientSession(
-                base_url=self.conn.server, connector=connector, json_serialize=json.dumps
+                base_url=self.conn.server,
+                connector=connector,
+                json_serialize=json.dumps,
+                trust_env=not self.conn.proxy,
             )
         return self._session
 
@@ -78,13 +89,17 @@ class KubeClient:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    def _headers(self, content_type: str | None = None) -> dict[str, str]:
+    async def _headers(self, content_type: str | None = None) -> dict[str, str]:
         headers = {"Accept": "application/json"}
-        token = self.conn.bearer_token()
-        if token:
-            headers["Authorization"] = f"Bearer {token}"
+        authorization = await self.conn.authorization()
+        if authorization:
+            headers["Authorization"] = authorization
         if content_type:
             headers["Content-Type"] = content_type
+        if self.conn.tls_generation != self._tls_generation:
+            # An exec plugin handed out a new client certificate: new connections, new TLS.
+            self._tls_generation = self.conn.tls_generation
+            await self.close()
         return headers
 
     async def request(
@@ -98,22 +113,27 @@ class KubeClient:
         deadline: float | None = None,
     ) -> JsonDict:
         data = None if body is None else json.dumps(body)
-        async with self.session.request(
-            method,
-            path,
-            params=params,
-            data=data,
-            headers=self._headers(content_type if data is not None else None),
-            timeout=aiohttp.ClientTimeout(total=deadline or self._request_timeout),
-        ) as resp:
-            raw = await resp.read()
-            try:
-                decoded: Any = json.loads(raw) if raw else {}
-            except ValueError:
-                decoded = raw.decode(errors="replace")
-            if resp.status >= 300:
-                raise ApiError(resp.status, decoded, method, path)
-            return decoded if isinstance(decoded, dict) else {"value": decoded}
+        for attempt in (1, 2):
+            async with self.session.request(
+                method,
+                path,
+                params=params,
+                data=data,
+                headers=await self._headers(content_type if data is not None else None),
+                timeout=aiohttp.ClientTimeout(total=deadline or self._request_timeout),
+                **self._request_options,
+            ) as resp:
+                raw = await resp.read()
+                try:
+                    decoded: Any = json.loads(raw) if raw else {}
+                except ValueError:
+                    decoded = raw.decode(errors="replace")
+                if resp.status == 401 and attempt == 1 and self.conn.credentials_rejected():
+                    continue  # expired or revoked credentials: fetch fresh ones, retry once
+                if resp.status >= 300:
+                    raise ApiError(resp.status, decoded, method, path)
+                return decoded if isinstance(decoded, dict) else {"value": decoded}
+        raise AssertionError("unreachable: the second attempt returns or raises")
 
     async def get(self, path: str, params: Mapping[str, str] | None = None) -> JsonDict:
         return await self.request("GET", path, params=params)
@@ -182,8 +202,15 @@ class KubeClient:
         )
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=15, sock_read=inactivity_timeout)
         async with self.session.get(
-            path, params=query, headers=self._headers(), timeout=timeout
+            path,
+            params=query,
+            headers=await self._headers(),
+            timeout=timeout,
+            **self._request_options,
         ) as resp:
+            if resp.status == 401:
+                # The caller re-lists and watches again, with fresh credentials by then.
+                self.conn.credentials_rejected()
             if resp.status >= 300:
                 raw = await resp.read()
                 try:

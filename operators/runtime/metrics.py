@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from operators.scheduler.session import PoolStatus, QueueStatus
+from operators.scheduler.snapshot import CPU, GPU, GPU_MILLI_PER_CARD
+
+GPU_MILLI = GPU + "-milli"
 
 _LATENCY_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 
@@ -111,3 +118,72 @@ class SchedulerMetrics:
         self.is_leader = Gauge(
             "sluice_leader", "1 while this process holds the scheduler lease.", registry=r
         )
+        self.queue_resources = Gauge(
+            "sluice_queue_resources",
+            "Per queue and resource (cores, bytes, GPUs, ...): the fair share the scheduler "
+            "computed (kind=deserved) and what its running jobs hold (kind=allocated).",
+            ["queue", "kind", "resource"],
+            registry=r,
+        )
+        self.queue_podgroups = Gauge(
+            "sluice_queue_podgroups",
+            "Pod groups per queue and phase (pending, inqueue, running).",
+            ["queue", "phase"],
+            registry=r,
+        )
+        self.pool_resources = Gauge(
+            "sluice_pool_resources",
+            "Per pool and resource: capacity, allocatable, used, shared (the part of used taken "
+            "by other pools' borrowed tasks) and pending (requests of its waiting pods).",
+            ["pool", "kind", "resource"],
+            registry=r,
+        )
+        self.pool_nodes = Gauge("sluice_pool_nodes", "Nodes in each pool.", ["pool"], registry=r)
+
+    def observe_quota(
+        self, queues: Mapping[str, QueueStatus], pools: Mapping[str, PoolStatus]
+    ) -> None:
+        """The session's queue and pool figures, replacing the previous session's (so queues
+        and pools that are gone disappear from the metrics too)."""
+        for gauge in (self.queue_resources, self.queue_podgroups, self.pool_resources):
+            gauge.clear()
+        self.pool_nodes.clear()
+        for name, q in queues.items():
+            for kind, values in (("deserved", q.deserved), ("allocated", q.allocated)):
+                for resource, amount in base_units(values).items():
+                    self.queue_resources.labels(queue=name, kind=kind, resource=resource).set(
+                        amount
+                    )
+            for phase, count in (
+                ("pending", q.pending),
+                ("inqueue", q.inqueue),
+                ("running", q.running),
+            ):
+                self.queue_podgroups.labels(queue=name, phase=phase).set(count)
+        for name, p in pools.items():
+            self.pool_nodes.labels(pool=name).set(p.nodes)
+            for kind, values in (
+                ("capacity", p.capacity),
+                ("allocatable", p.allocatable),
+                ("used", p.used),
+                ("shared", p.shared),
+                ("pending", p.pending),
+            ):
+                for resource, amount in base_units(values).items():
+                    self.pool_resources.labels(pool=name, kind=kind, resource=resource).set(amount)
+
+
+def base_units(values: Mapping[str, int]) -> dict[str, float]:
+    """Scheduler units to Prometheus base units: CPU millicores to cores, GPUs as exact
+    (fractional) cards from the milli figure when there is one."""
+    out: dict[str, float] = {}
+    for name, amount in values.items():
+        if name == GPU_MILLI:
+            continue
+        if name == CPU:
+            out[name] = amount / 1000
+        elif name == GPU and GPU_MILLI in values:
+            out[name] = values[GPU_MILLI] / GPU_MILLI_PER_CARD
+        else:
+            out[name] = float(amount)
+    return out

@@ -119,3 +119,9 @@ def test_failed_build_shows_the_go_error_and_a_fix(
     assert "example.com/nothing" in str(err.value)
     assert "GOPROXY" in err.value.hint
     assert not bin_dir(component).exists()
+
+
+def test_helm_gets_its_version_stamped_and_is_not_needed_by_the_cluster() -> None:
+    helm = next(c for c in COMPONENTS if c.name == "helm")
+    assert f"internal/version.version={helm.version}" in build._ldflags(helm)
+    assert not helm.cluster
