@@ -52,6 +52,7 @@ MAY_NOT = [
     ("jobs", "patch", "nodes"),
     ("pool", "delete", "nodes"),
     ("queue", "create", "pods"),
+    ("podgroup", "patch", "podgroups.scheduling.sluice.dev"),
     ("podgroup", "get", "secrets"),
     ("jobs", "create", "clusterroles.rbac.authorization.k8s.io"),
 ]

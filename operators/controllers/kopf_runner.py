@@ -144,17 +144,30 @@ def kopf_settings(operator: KopfOperator, settings: KopfSettings) -> kopf.Operat
     return ks
 
 
-def connection_info(conn: kubeconfig.Connection) -> kopf.ConnectionInfo:
-    """kopf's credentials for the same cluster and identity the rest of Sluice uses."""
+async def connection_info(
+    conn: kubeconfig.Connection, *, rejected: bool = False
+) -> kopf.ConnectionInfo:
+    """kopf's credentials for the same cluster and identity the rest of Sluice uses: bearer token,
+    token file, client certificate, or an exec credential plugin's output (with its expiry, after
+    which kopf logs in again). `rejected`: kopf logs in again only after a 401 or that expiry, so
+    cached credentials (a token file's, an exec plugin's) are dropped first."""
+    if rejected:
+        conn.credentials_rejected()
+    scheme, _, token = (await conn.authorization() or "").partition(" ")
+    plugin = conn.exec_plugin
+    cert, key = conn.cert_file, conn.key_file
+    if plugin is not None and plugin.cert_file:
+        cert, key = plugin.cert_file, plugin.key_file
     return kopf.ConnectionInfo(
         server=conn.server,
         ca_path=conn.ca_file,
         insecure=conn.insecure or None,
-        token=conn.bearer_token(),
-        scheme="Bearer" if conn.token or conn.token_file else None,
-        certificate_path=conn.cert_file,
-        private_key_path=conn.key_file,
+        token=token or None,
+        scheme=scheme or None,
+        certificate_path=cert,
+        private_key_path=key,
         default_namespace=conn.default_namespace,
+        expiration=plugin.expiry if plugin is not None else None,
     )
 
 
@@ -179,10 +192,13 @@ async def run(
     )
     registry = kopf.OperatorRegistry()
 
+    logins = 0
+
     @kopf.on.login(registry=registry)
-    def _login(**_: Any) -> kopf.ConnectionInfo:
-        # Re-read on every (re-)login: a projected service-account token rotates.
-        return connection_info(conn)
+    async def _login(**_: Any) -> kopf.ConnectionInfo:
+        nonlocal logins
+        logins += 1
+        return await connection_info(conn, rejected=logins > 1)
 
     operator.register(registry, OperatorContext(operator.name, settings, conn, client, stop))
     namespaces = _namespaces(settings)

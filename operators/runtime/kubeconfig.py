@@ -161,6 +161,11 @@ class ExecPlugin:
     def invalidate(self) -> None:
         self._fresh = False
 
+    @property
+    def expiry(self) -> dt.datetime | None:
+        """When the current credential must be replaced (its expiry less the margin)."""
+        return None if self._expiry is None else self._expiry - self.margin
+
     async def authorization(self) -> str | None:
         if self._valid():
             return self._header

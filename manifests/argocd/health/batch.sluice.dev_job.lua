@@ -5,8 +5,14 @@ for _, c in ipairs(status.conditions or {}) do
     return {status = "Degraded", message = (c.reason or "Invalid") .. ": " .. (c.message or "")}
   end
 end
+for _, c in ipairs(status.conditions or {}) do
+  if c.type == "Suspended" and c.status == "True" then
+    return {status = "Suspended", message = "Suspended (spec.suspend)"}
+  end
+end
 local health = {
   Pending = "Progressing",
+  Inqueue = "Progressing",
   Running = "Healthy",
   Restarting = "Progressing",
   Completing = "Progressing",

@@ -54,8 +54,8 @@ def test_operator_configure_runs_last() -> None:
     assert ks.posting.enabled is False
 
 
-def test_connection_info_from_runtime_connection() -> None:
-    info = connection_info(
+async def test_connection_info_from_runtime_connection() -> None:
+    info = await connection_info(
         Connection(server="https://h:6443", ca_file="/ca", token="t", default_namespace="ns")
     )
     assert (info.server, info.ca_path, info.token, info.scheme) == (

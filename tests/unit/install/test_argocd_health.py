@@ -119,6 +119,7 @@ def test_pending_podgroup_says_why() -> None:
 
 JOB_HEALTH = {
     JobPhase.PENDING: "Progressing",
+    JobPhase.INQUEUE: "Progressing",
     JobPhase.RUNNING: "Healthy",
     JobPhase.RESTARTING: "Progressing",
     JobPhase.COMPLETING: "Progressing",
@@ -142,6 +143,13 @@ def test_job_phases(key: str, phase: JobPhase) -> None:
     result = health(key, obj(model(phase=phase)))
     assert result == {"status": JOB_HEALTH[phase], "message": str(phase)}
     assert result["status"] in ARGO_STATUSES
+
+
+def test_suspended_job() -> None:
+    status = HybridJobStatus.model_validate(
+        {"phase": "Aborted", "conditions": [condition("Suspended", "True", "Suspended")]}
+    )
+    assert health("batch.sluice.dev_HybridJob", obj(status))["status"] == "Suspended"
 
 
 def test_invalid_job_and_a_job_about_to_be_evicted() -> None:

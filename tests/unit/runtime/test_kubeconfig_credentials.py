@@ -166,3 +166,16 @@ def test_kubeconfig_list_merges_like_kubectl(
     assert conn.bearer_token() == "one"  # the first file naming the user wins
     assert conn.ca_file == str(second / "ca.crt")  # relative to the file that holds it
     assert conn.server == "https://h"
+
+
+async def test_kopf_logs_in_with_the_exec_plugins_token_and_expiry(tmp_path: pathlib.Path) -> None:
+    from operators.controllers.kopf_runner import connection_info
+
+    cfg = write_config(tmp_path, exec_user(plugin_script(tmp_path, expires_in=3600)))
+    conn = kubeconfig.load(str(cfg))
+    first = await connection_info(conn)
+    assert (first.scheme, first.token) == ("Bearer", "token-1")
+    assert first.expiration is not None
+    # kopf logs in again after a 401 (or the expiry): a fresh credential, not the cached one.
+    again = await connection_info(conn, rejected=True)
+    assert again.token == "token-2"
