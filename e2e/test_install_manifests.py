@@ -23,8 +23,13 @@ pytestmark = pytest.mark.e2e
 Kubectl = Callable[..., subprocess.CompletedProcess[str]]
 
 
-def sa(name: str) -> str:
-    return f"system:serviceaccount:sluice-system:sluice-{name}"
+def can_i(kubectl: Kubectl, operator: str, verb: str, resource: str) -> str:
+    """`kubectl auth can-i` as the operator's account; `pods/binding` means a subresource."""
+    kind, _, sub = resource.partition("/")
+    extra = [f"--subresource={sub}"] if sub else []
+    account = f"--as=system:serviceaccount:sluice-system:sluice-{operator}"
+    result = kubectl("auth", "can-i", verb, kind, *extra, account, check=False)
+    return str(result.stdout.strip())
 
 
 MAY = [
@@ -82,16 +87,14 @@ def deployed(
 def test_service_account_may(
     deployed: list[Running], kubectl: Kubectl, operator: str, verb: str, resource: str
 ) -> None:
-    result = kubectl("auth", "can-i", verb, resource, f"--as={sa(operator)}", check=False)
-    assert result.stdout.strip() == "yes", (operator, verb, resource, result.stderr)
+    assert can_i(kubectl, operator, verb, resource) == "yes", (operator, verb, resource)
 
 
 @pytest.mark.parametrize(("operator", "verb", "resource"), MAY_NOT)
 def test_service_account_may_not(
     deployed: list[Running], kubectl: Kubectl, operator: str, verb: str, resource: str
 ) -> None:
-    result = kubectl("auth", "can-i", verb, resource, f"--as={sa(operator)}", check=False)
-    assert result.stdout.strip() == "no", (operator, verb, resource)
+    assert can_i(kubectl, operator, verb, resource) == "no", (operator, verb, resource)
 
 
 def test_deployments_are_applied_and_scaled_to_zero(

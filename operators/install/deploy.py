@@ -65,16 +65,23 @@ class Deployer:
         return result.stdout
 
     def apply(self) -> list[dict[str, Any]]:
-        """CRDs first (custom resources in the overlay need them Established), then the overlay:
-        a server-side dry run, then for real."""
-        self.kubectl("apply", "--server-side", "--force-conflicts", "-k", str(REPO / "crds"))
-        self.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
-        target = str(self.overlay)
-        self.kubectl(
-            "apply", "--server-side", "--force-conflicts", "-k", target, "--dry-run=server"
-        )
-        self.kubectl("apply", "--server-side", "--force-conflicts", "-k", target)
+        """CRDs and the namespace first (a server-side dry run of the overlay needs both: custom
+        resources need their CRD Established, namespaced objects their namespace), then the
+        overlay: a server-side dry run, then for real."""
         objects = build(self.overlay)
+        first = [o for o in objects if o["kind"] in ("CustomResourceDefinition", "Namespace")]
+        apply = ("apply", "--server-side", "--force-conflicts")
+        for ns in (o["metadata"]["name"] for o in first if o["kind"] == "Namespace"):
+            # Left over from an uninstall and still terminating: nothing can be created in it.
+            phase = self.kubectl("get", "namespace", ns, "--ignore-not-found",
+                                 "-o", "jsonpath={.status.phase}")  # fmt: skip
+            if phase == "Terminating":
+                self.say(f"deploy: waiting for namespace {ns} to finish terminating")
+                self.kubectl("wait", "--for=delete", f"namespace/{ns}", "--timeout=180s")
+        self.kubectl(*apply, "-f", "-", input=yaml.safe_dump_all(first))
+        self.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
+        self.kubectl(*apply, "-k", str(self.overlay), "--dry-run=server")
+        self.kubectl(*apply, "-k", str(self.overlay))
         self.say(f"deploy: applied {self.overlay.relative_to(REPO)} ({len(objects)} objects)")
         return objects
 
