@@ -115,7 +115,7 @@ def test_argo_cd_sync_waves_put_crds_first_and_custom_resources_last(
     objects = rendered["production"]
     crd_waves = {wave(o) for o in of_kind(objects, "CustomResourceDefinition")}
     custom = [o for o in objects if o["apiVersion"].split("/")[0].endswith("sluice.dev")]
-    assert custom, "the default Pool and Queues"
+    assert custom, "the built-in Queues"
     others = [o for o in objects if o not in custom and o["kind"] != "CustomResourceDefinition"]
     assert crd_waves == {-1}
     assert {wave(o) for o in custom} == {1}
