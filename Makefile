@@ -69,6 +69,13 @@ bench:  ## Benchmarks side by side (core; live cluster: bare loop, kube-schedule
 	$(BIN)/python -m bench.core
 	$(BIN)/python -m bench.live --write docs/benchmarks.md
 
+.PHONY: quality
+quality:  ## Placement quality vs published results (long: cached runs resume) -> docs/quality.md
+	$(BIN)/python -m operators.simulator.quality run
+	$(BIN)/python -m operators.simulator.quality lingjun
+	$(BIN)/python -m operators.simulator.quality lingjun --compress 10
+	$(BIN)/python -m operators.simulator.quality report
+
 .PHONY: bench-core
 bench-core:  ## Scheduler-core session benchmark (no cluster)
 	$(BIN)/python -m bench.core

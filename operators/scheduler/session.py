@@ -53,7 +53,7 @@ class SessionConfig:
     # + fragmentation_weight * fragmentation (weighted sum; plugins/fragmentation.py).
     binpack_weight: float = 1.0
     topology_weight: float = 1.0
-    fragmentation_weight: float = 0.0
+    fragmentation_weight: float = 1.0
     # Grace period for victims when neither their group nor their queue sets one (seconds).
     default_preemption_delay: float = 0.0
     # Upper bound on victim groups considered for one preemptor (bounds session time).

@@ -194,6 +194,7 @@ def session_config(
         base,
         binpack_weight=0.0,
         topology_weight=0.0,
+        fragmentation_weight=0.0,
         scorers=factories,
         fresh_scores=policy is Policy.RANDOM,
     )

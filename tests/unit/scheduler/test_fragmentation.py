@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -41,7 +42,7 @@ def test_a_slice_fills_the_fragment_others_cannot_use() -> None:
     placed = {b.group: (b.node, b.gpu_ids) for b in binds(run_session(snap, config))}
     assert placed["small"] == ("b", (0,))
     # With no score at all the first node in order wins.
-    unscored = SessionConfig(binpack_weight=0.0, topology_weight=0.0)
+    unscored = SessionConfig(binpack_weight=0.0, topology_weight=0.0, fragmentation_weight=0.0)
     plain = {b.group: b.node for b in binds(run_session(snap, unscored))}
     assert plain["small"] == "a"
 
@@ -64,9 +65,9 @@ def test_extra_scorers_join_the_weighted_sum() -> None:
         groups=(group("g"),),
         tasks=tuple(tasks("g", 1, gpus=1)),
     )
-    config = SessionConfig(binpack_weight=0.0, topology_weight=0.0, scorers=(_LastNode,))
-    assert [b.node for b in binds(run_session(snap, config))] == ["n2"]
-    fresh = SessionConfig(
-        binpack_weight=0.0, topology_weight=0.0, scorers=(_LastNode,), fresh_scores=True
+    config = SessionConfig(
+        binpack_weight=0.0, topology_weight=0.0, fragmentation_weight=0.0, scorers=(_LastNode,)
     )
+    assert [b.node for b in binds(run_session(snap, config))] == ["n2"]
+    fresh = dataclasses.replace(config, fresh_scores=True)
     assert [b.node for b in binds(run_session(snap, fresh))] == ["n2"]

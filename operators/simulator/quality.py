@@ -1,0 +1,159 @@
+"""``make quality``: the FGD-paper matrix through the simulator, and docs/quality.md from it.
+
+Runs (trace x policy x seed) are cached one JSON line each in a results file, so an
+interrupted matrix resumes where it stopped and the report can be rebuilt without rerunning.
+``python -m operators.simulator.quality run --traces default --seeds 42`` runs a slice;
+``... report`` writes the openb section of docs/quality.md and its plot.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from operators.scheduler.session import SessionConfig
+from operators.simulator import openb, replay
+from operators.simulator.policies import Policy, scorer
+
+OURS = "Sluice"
+REFERENCE = {
+    "Random": Policy.RANDOM,
+    "DotProd": Policy.DOTPROD,
+    "Packing": Policy.PACKING,
+    "BestFit": Policy.BESTFIT,
+    "FGD": Policy.FGD,
+}
+ALL_POLICIES = (*REFERENCE, OURS)
+LINGJUN_RESULTS = Path("docs/quality/lingjun-results.json")
+
+
+def traces_dir() -> Path:
+    """SLUICE_TRACES_DIR, else ``shared/traces`` beside the checkout (as CI lays it out)."""
+    configured = os.environ.get("SLUICE_TRACES_DIR")
+    if configured:
+        return Path(configured)
+    return Path(__file__).resolve().parents[3] / "shared" / "traces"
+
+
+def results_path() -> Path:
+    return Path(os.environ.get("SLUICE_QUALITY_RESULTS", "docs/quality/openb-results.jsonl"))
+
+
+def load_results(path: Path) -> dict[tuple[str, str, int], dict[str, object]]:
+    out: dict[tuple[str, str, int], dict[str, object]] = {}
+    if path.is_file():
+        for line in path.read_text().splitlines():
+            if line.strip():
+                row = json.loads(line)
+                out[(row["trace"], row["policy"], int(row["seed"]))] = row
+    return out
+
+
+def run_matrix(traces: list[str], policies: list[str], seeds: list[int], path: Path) -> None:
+    done = load_results(path)
+    folder = traces_dir() / "openb"
+    nodes = openb.load_nodes(folder / "openb_node_list_gpu_node.csv")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    workloads = {t: openb.load_pods(folder / f"openb_pod_list_{t}.csv") for t in traces}
+    # Seeds outermost: an interrupted matrix still covers every trace and policy.
+    for seed in seeds:
+        for trace in traces:
+            for policy in policies:
+                if (trace, policy, seed) in done:
+                    continue
+                started = time.perf_counter()
+                result = openb.run(nodes, workloads[trace], REFERENCE.get(policy), seed)
+                row = {"trace": trace, "policy": policy, "seed": seed, **asdict(result)}
+                row["allocation"] = [round(v, 3) for v in result.allocation]
+                row["seconds"] = round(time.perf_counter() - started, 1)
+                with path.open("a") as f:
+                    f.write(json.dumps(row) + "\n")
+                sys.stderr.write(
+                    f"{trace} {policy} seed {seed}: {result.unallocated():.2f}% unallocated "
+                    f"({row['seconds']} s)\n"
+                )
+
+
+LINGJUN_POLICIES = ("Sluice", "FIFO+random", "FIFO+best-fit")
+
+
+def lingjun_config(policy: str) -> tuple[SessionConfig, replay.GroupShaper]:
+    """Sluice: the core's defaults, gangs asking for a soft network topology; the baselines:
+    the same queueing (the core's gang FIFO with backfill), placement by one scorer alone."""
+    if policy == "Sluice":
+        return SessionConfig(), replay.soft_topology
+    only = SessionConfig(binpack_weight=0.0, topology_weight=0.0, fragmentation_weight=0.0)
+    if policy == "FIFO+random":
+        return dataclasses.replace(
+            only, scorers=(scorer(Policy.RANDOM, seed=42),), fresh_scores=True
+        ), replay.as_is
+    return dataclasses.replace(only, scorers=(scorer(Policy.BESTFIT),)), replay.as_is
+
+
+def run_lingjun(policies: list[str], path: Path, limit: int | None, compress: float) -> None:
+    folder = traces_dir() / "lingjun"
+    nodes = replay.load_lingjun_hosts(folder / "topo.csv")
+    jobs = replay.load_jobs(folder / "crux_jobs.csv", limit, compress)
+    done = json.loads(path.read_text()) if path.is_file() else {}
+    for policy in policies:
+        key = policy if compress == 1.0 else f"{policy}, arrivals x{compress:g}"
+        if key in done:
+            continue  # cached: delete the results file to replay again
+        config, shape = lingjun_config(policy)
+        started = time.perf_counter()
+        run = replay.Replay(nodes, jobs, config, shape=shape)
+        stats = replay.summarise(run.run(), nodes)
+        done[key] = {
+            **asdict(stats),
+            "sessions": run.sessions,
+            "seconds": round(time.perf_counter() - started, 1),
+        }
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(done, indent=1) + "\n")
+        sys.stderr.write(f"lingjun {key}: {done[key]}\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m operators.simulator.quality")
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run (and cache) the openb matrix")
+    run.add_argument("--traces", nargs="+", default=list(openb.TRACES))
+    run.add_argument("--policies", nargs="+", default=list(ALL_POLICIES))
+    run.add_argument("--seeds", nargs="+", type=int, default=list(openb.SEEDS))
+    lingjun = sub.add_parser("lingjun", help="replay the Lingjun jobs on its Clos layout")
+    lingjun.add_argument("--policies", nargs="+", default=list(LINGJUN_POLICIES))
+    lingjun.add_argument("--limit", type=int, default=None, help="first N jobs only")
+    lingjun.add_argument(
+        "--compress", type=float, default=1.0, help="divide arrival times by this (busier)"
+    )
+    report = sub.add_parser("report", help="write docs/quality.md sections and plots")
+    report.add_argument("--docs", type=Path, default=Path("docs"))
+    args = parser.parse_args(argv)
+    if args.command == "run":
+        run_matrix(args.traces, args.policies, args.seeds, results_path())
+        return 0
+    if args.command == "lingjun":
+        path = LINGJUN_RESULTS
+        if args.compress != 1.0:
+            path = path.with_name(f"{path.stem}-x{args.compress:g}{path.suffix}")
+        run_lingjun(args.policies, path, args.limit, args.compress)
+        return 0
+    from operators.simulator import report as report_module  # matplotlib only when needed
+
+    report_module.write_openb(load_results(results_path()), traces_dir(), args.docs)
+    replays: dict[str, dict[str, object]] = {}
+    for found in sorted(LINGJUN_RESULTS.parent.glob(f"{LINGJUN_RESULTS.stem}*.json")):
+        replays.update(json.loads(found.read_text()))
+    if replays:
+        report_module.write_lingjun(replays, args.docs)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,84 @@
+"""Jobs replayed in simulated time on tiny clusters whose outcome is known by hand."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pytest
+
+from operators.cli.main import main
+from operators.scheduler.session import SessionConfig
+from operators.simulator import replay
+from operators.simulator.replay import TraceJob
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from operators.scheduler.snapshot import Node
+
+
+def _clos(tors: int, per_tor: int) -> tuple[Node, ...]:
+    return tuple(
+        replay.gpu_node(f"t{t}-n{n}", {replay.TOR_LABEL: f"t{t}", replay.AGG_LABEL: "a"})
+        for t in range(tors)
+        for n in range(per_tor)
+    )
+
+
+def test_a_gang_waits_for_the_whole_cluster_and_its_jct_adds_the_wait() -> None:
+    # 16 GPUs. j0 takes all of them for 100 s; j1 arrives at 10 s and needs 8: it waits
+    # until j0 ends at 100 s, runs 50 s, and ends at 150 s.
+    jobs = [TraceJob("j0", 0.0, 16, 100.0), TraceJob("j1", 10.0, 8, 50.0)]
+    records = replay.Replay(_clos(1, 2), jobs, SessionConfig()).run()
+    first, second = records
+    assert (first.start, first.end, first.jct) == (0.0, 100.0, 100.0)
+    assert (second.start, second.end) == (100.0, 150.0)
+    assert (second.wait, second.jct) == (90.0, 140.0)
+    assert len(first.nodes) == 2
+    stats = replay.summarise(records, _clos(1, 2))
+    assert stats.avg_jct == 120.0
+    assert stats.avg_wait == 45.0
+    # 16 GPUs x 100 s + 8 x 50 s busy over 150 s of 16 GPUs.
+    assert stats.utilisation == pytest.approx(100 * (1600 + 400) / (16 * 150))
+
+
+def test_soft_topology_keeps_a_two_node_gang_inside_one_tor() -> None:
+    # Two ToRs of two 8-GPU nodes. A one-node job sits on the first ToR; a 16-GPU gang then
+    # fits inside one ToR only on the second.
+    nodes = _clos(2, 2)
+    jobs = [TraceJob("j0", 0.0, 8, 1000.0), TraceJob("j1", 1.0, 16, 10.0)]
+    sim = replay.Replay(nodes, jobs, SessionConfig(), shape=replay.soft_topology)
+    records = sim.run()
+    assert set(records[1].nodes) == {"t1-n0", "t1-n1"}
+    stats = replay.summarise(records, nodes)
+    assert (stats.multi_node, stats.tor_fit, stats.in_one_tor, stats.tors_mean) == (
+        1,
+        1,
+        100.0,
+        1.0,
+    )
+
+
+def test_pod_sizes_split_jobs_into_whole_nodes_and_a_remainder() -> None:
+    assert replay.pod_sizes(4) == [4]
+    assert replay.pod_sizes(8) == [8]
+    assert replay.pod_sizes(20) == [8, 8, 4]
+
+
+def test_cli_simulate_prints_the_replay_summary(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    jobs = tmp_path / "jobs.csv"
+    jobs.write_text(
+        "#job id,arrival time (sec),topology,shape,size,duration (sec)\n"
+        "0,0.0,CLOS,16,16,100.0\n"
+        "1,10.0,CLOS,8,8,50.0\n"
+    )
+    plot = tmp_path / "gpus.png"
+    code = main(["simulate", "--nodes", "clos:1x1x2", "--jobs", str(jobs), "--plot", str(plot)])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "2 nodes, 16 GPUs; 2 jobs; policy sluice" in out
+    assert "2 / 2" in out  # jobs finished
+    assert "average / p95 queueing delay" in out
+    assert plot.stat().st_size > 0
