@@ -5,6 +5,7 @@ missing from the install's RBAC fails here as a 403."""
 from __future__ import annotations
 
 import subprocess
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from operators.devcluster import processes
 from operators.devcluster.cluster import DevCluster
 from operators.devcluster.waiting import wait_for
 from operators.install.deploy import DEV_OVERLAY, Deployer, Running
+from operators.install.kustomize import build, deployments, operator_container
 
 pytestmark = pytest.mark.e2e
 
@@ -148,6 +150,19 @@ def test_operators_schedule_under_their_own_accounts(
     queue = wait_for(default_queue_with_status, timeout=60, what="the default Queue's status")
     assert queue is not None
     assert queue["metadata"]["annotations"]["argocd.argoproj.io/sync-wave"] == "1"
+    # The probes the Deployments declare answer, as the kubelet would ask them.
+    probes = {
+        operator_container(d)["args"][0]: [
+            operator_container(d)[probe]["httpGet"]["path"]
+            for probe in ("livenessProbe", "readinessProbe")
+        ]
+        for d in deployments(build(DEV_OVERLAY))
+    }
+    for r in deployed:
+        for path in probes[r.operator]:
+            url = f"http://127.0.0.1:{r.metrics_port}{path}"
+            with urllib.request.urlopen(url, timeout=10) as resp:
+                assert resp.status == 200, (r.operator, path)
     for r in deployed:
         text = Path(r.log).read_text(errors="replace")
         assert processes.alive(r.proc()), text

@@ -109,9 +109,15 @@ class Deployer:
                 )
             )
             port = processes.free_port()
+            own = container_env(container, meta["namespace"], f"{meta['name']}-local")
+            served = {str(p["containerPort"]) for p in container.get("ports") or []}
+            # The pod's port is the host's here: move whatever listens on it to a free one.
+            own = {
+                k: str(port) if k.endswith("_PORT") and v in served else v for k, v in own.items()
+            }
             env = {
                 **os.environ,
-                **container_env(container, meta["namespace"], f"{meta['name']}-local"),
+                **own,
                 "KUBECONFIG": str(kubeconfig),
                 "SLUICE_KUBECONFIG": str(kubeconfig),
                 "SLUICE_METRICS_HOST": "127.0.0.1",

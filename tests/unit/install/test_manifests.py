@@ -74,7 +74,7 @@ def test_operator_pods_are_hardened(
             assert ctx["readOnlyRootFilesystem"] is True
             assert ctx["capabilities"] == {"drop": ["ALL"]}
             assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
-            assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+            assert container["readinessProbe"]["httpGet"]["port"] == "metrics"
 
 
 def test_dev_overlay_runs_one_replica_each_with_debug_logs(
