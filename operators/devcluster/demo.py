@@ -9,6 +9,7 @@ from pathlib import Path
 from operators.devcluster import processes
 from operators.devcluster.cluster import DevCluster, kubectl_binary
 from operators.devcluster.errors import DevClusterError
+from operators.devcluster.existing import ExistingCluster
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -68,5 +69,9 @@ def run_demo(cluster: DevCluster) -> None:
         "  kubectl get pods -o custom-columns=NAME:.metadata.name,NODE:.spec.nodeName,"
         "GPUS:.metadata.annotations.scheduling\\.sluice\\.dev/gpu-ids\n"
         f"  tail -f {cluster.logs_dir}/operators.log\n"
-        "  make cluster-down                     # stop everything"
+        + (
+            "  make cluster-down BYO=1               # stop the operators; your cluster stays"
+            if isinstance(cluster, ExistingCluster)
+            else "  make cluster-down                     # stop everything"
+        )
     )
