@@ -175,6 +175,7 @@ class Measure:
     decisions: int
     placed_gangs: int
     phases: dict[str, float]
+    first_bind: float  # median time from session start to the first Bind handed out (on_bind)
 
 
 def measure(snapshot: Snapshot, repeats: int) -> Measure:
@@ -191,13 +192,21 @@ def measure_interleaved(
     walls: list[list[float]] = [[] for _ in configs]
     cpus: list[list[float]] = [[] for _ in configs]
     last: list[tuple[int, int, int, dict[str, float]]] = [(0, 0, 0, {}) for _ in configs]
+    firsts: list[list[float]] = [[] for _ in configs]
     for _ in range(repeats):
         for i, config in enumerate(configs):
             gc.collect()
-            timed = replace(config, timer=time.perf_counter)
+            first: list[float] = []
+
+            def on_bind(_: object, first: list[float] = first) -> None:
+                if not first:
+                    first.append(time.perf_counter())
+
+            timed = replace(config, timer=time.perf_counter, on_bind=on_bind)
             start, start_cpu = time.perf_counter(), time.process_time()
             result = run_session(snapshot, timed)
             walls[i].append(time.perf_counter() - start)
+            firsts[i].append((first[0] if first else time.perf_counter()) - start)
             cpus[i].append(time.process_time() - start_cpu)
             bound = [d for d in result.decisions if isinstance(d, Bind)]
             placed = len({b.group for b in bound})
@@ -215,6 +224,7 @@ def measure_interleaved(
             decisions=last[i][1],
             placed_gangs=last[i][2],
             phases=last[i][3],
+            first_bind=statistics.median(firsts[i]),
         )
         for i in range(len(configs))
     ]
@@ -314,9 +324,10 @@ def main() -> None:
         )
     phases = ", ".join(f"{name} {sec * 1000:.0f} ms" for name, sec in m.phases.items())
     print(f"\nPhases (last run): {phases}. Building the snapshot: {build_seconds:.2f} s.")
+    print(f"First Bind handed out to the runtime (median): {m.first_bind:.3f} s into the session.")
     for label, r in zip(labels, singles, strict=True):
         parts = ", ".join(f"{name} {sec * 1000:.0f} ms" for name, sec in r.phases.items())
-        print(f"Phases, {label} (last run): {parts}.")
+        print(f"Phases, {label} (last run): {parts}; first Bind after {r.first_bind:.3f} s.")
     print(
         f"Peak traced memory of one session: {peak / 2**20:.1f} MiB; "
         f"process peak RSS: {rss / 2**20:.0f} MiB. "
