@@ -112,14 +112,21 @@ class Run:
     done: float  # last pod bound
     rate: float  # pods/s between 10% and 90% bound
     ready: float | None = None  # Sluice: caches synced (/readyz) after start
+    sessions: float | None = None  # Sluice: sessions run until every pod was bound (+ 1 s)
 
 
-def summarize(contestant: str, started: float, times: list[float], ready: float | None) -> Run:
+def summarize(
+    contestant: str,
+    started: float,
+    times: list[float],
+    ready: float | None,
+    sessions: float | None = None,
+) -> Run:
     times = sorted(t - started for t in times)
     n = len(times)
     lo, hi = times[int(0.1 * (n - 1))], times[int(0.9 * (n - 1))]
     rate = 0.8 * n / (hi - lo) if hi > lo else float("inf")
-    return Run(contestant, n, times[0], times[-1], rate, ready)
+    return Run(contestant, n, times[0], times[-1], rate, ready, sessions)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -292,7 +299,11 @@ class Bench:
                         started = s.started
                         ready_at = await s.ready_after()
                         await seen.wait_for(set(names), self.patience)
+                        await asyncio.sleep(1.0)  # let the echoes of its last writes arrive
+                        sessions = count(s.metrics())
                     self.peak_rss = max(self.peak_rss, s.peak_rss)
+                    times = [seen.at[n] for n in names]
+                    return summarize(contestant, started, times, ready_at, sessions)
                 return summarize(contestant, started, [seen.at[n] for n in names], ready_at)
         finally:
             await self.clean()
@@ -503,8 +514,11 @@ def report(result: Mapping[str, Any], s: Settings, command: str, where: str) -> 
             "compare within a row, not across runs."
         ),
         "",
-        "| pods | contestant | first bound s | all bound s | pods/s (10-90%) | all bound / bare loop |",
-        "|---|---|---|---|---|---|",
+        (
+            "| pods | contestant | first bound s | all bound s | pods/s (10-90%) | all bound / bare "
+            "loop | sessions |"
+        ),
+        "|---|---|---|---|---|---|---|",
     ]
     rows = [(f"{s.pods} x 1 (plain)", c, runs) for c, runs in plain.items()]
     rows += [(f"{k} (PodGroups)", "sluice", runs) for k, runs in result["gangs"].items()]
@@ -512,9 +526,10 @@ def report(result: Mapping[str, Any], s: Settings, command: str, where: str) -> 
         first = med(runs, "first")
         ready = med(runs, "ready") if runs[0].ready is not None else None
         first_text = f"{first:.2f}" + (f" ({first - ready:.2f} after sync)" if ready else "")
+        sessions = "-" if runs[0].sessions is None else f"{med(runs, 'sessions'):.0f}"
         lines.append(
             f"| {label} | {c} | {first_text} | {med(runs, 'done'):.2f} | {med(runs, 'rate'):.0f} "
-            f"| {med(runs, 'done') / bare_done:.2f}x |"
+            f"| {med(runs, 'done') / bare_done:.2f}x | {sessions} |"
         )
     st: Steady = result["steady"]
     ar: Arrival = result["arrival"]

@@ -27,6 +27,9 @@ log = logging.getLogger(__name__)
 
 ChangeKind = Literal["schedule", "status"]
 """`schedule`: a session may decide differently now; `status`: only group statuses may change."""
+OWN_WRITES_REMEMBERED = 4
+"""Status writes per PodGroup whose echo is awaited (a write whose echo never came, e.g. one that
+changed nothing, is forgotten once this many newer ones were made)."""
 SELF_WRITE = "own-write"
 """Cause counted (in `SchedulerCache.triggers`) for a watch event that only echoes our own write."""
 FINISHED_PHASES = (S.GroupPhase.COMPLETED, S.GroupPhase.FAILED)
@@ -76,7 +79,10 @@ class SchedulerCache:
         # What the scheduler itself last wrote, so that the watch's echo of that write is not
         # taken for news: a session already decided it, and re-running one on its own output
         # decides nothing new (while holding the GIL the binder needs).
-        self._own_group_status: dict[str, tuple[S.GroupPhase, S.PreemptionMark | None]] = {}
+        # Per group, the (phase, mark) of our status writes whose echo has not come back yet,
+        # oldest first: a write made while an earlier one is in flight must not make that
+        # earlier echo look like someone else's change.
+        self._own_group_status: dict[str, list[tuple[S.GroupPhase, S.PreemptionMark | None]]] = {}
         self._own_nomination: dict[str, str] = {}  # pod uid -> nominatedNodeName we wrote
         # Why sessions were asked for, by cause (and SELF_WRITE: echoes that asked for none).
         self.triggers: Counter[str] = Counter()
@@ -213,13 +219,19 @@ class SchedulerCache:
 
     def _own_status_only(self, old: R.GroupRecord, new: R.GroupRecord) -> bool:
         """Only the status fields the core reads (phase, delayed-preemption mark) changed, and
-        to exactly what this scheduler wrote last: the echo of our own status write."""
-        expected = self._own_group_status.get(new.uid)
+        to exactly what this scheduler wrote: the echo of one of our own status writes."""
         grp = new.group
-        if expected is None or expected != (grp.phase, grp.preemption):
+        pending = self._own_group_status.get(new.uid, [])
+        if (grp.phase, grp.preemption) not in pending:
             return False
         unchanged = dataclasses.replace(grp, phase=old.group.phase, preemption=old.group.preemption)
-        return unchanged == old.group and new.priority_class == old.priority_class
+        if unchanged != old.group or new.priority_class != old.priority_class:
+            return False
+        # Echoes come back in write order: this one and every earlier write are accounted for.
+        del pending[: pending.index((grp.phase, grp.preemption)) + 1]
+        if not pending:
+            del self._own_group_status[new.uid]
+        return True
 
     def expect_group_status(self, group_uid: str, status: Mapping[str, object]) -> None:
         """Called just before the scheduler patches a PodGroup's status with `status`."""
@@ -227,7 +239,9 @@ class SchedulerCache:
             phase = S.GroupPhase(str(status.get("phase") or "Pending"))
         except ValueError:
             return
-        self._own_group_status[group_uid] = (phase, R.preemption_mark(status))
+        pending = self._own_group_status.setdefault(group_uid, [])
+        pending.append((phase, R.preemption_mark(status)))
+        del pending[:-OWN_WRITES_REMEMBERED]
 
     def preemption_deadlines(self) -> list[float]:
         """Deadlines of delayed-preemption marks, from the watch and from our own writes.
@@ -236,7 +250,7 @@ class SchedulerCache:
         the watch yet (and its echo wakes nobody), so it must count from the moment we wrote it.
         """
         marks = [r.group.preemption for r in self.groups.values()]
-        marks += [mark for _, mark in self._own_group_status.values()]
+        marks += [pending[-1][1] for pending in self._own_group_status.values()]
         return [m.deadline for m in marks if m is not None]
 
     def expect_nomination(self, pod_uid: str, node: str) -> None:

@@ -155,3 +155,17 @@ def test_a_mark_we_wrote_sets_the_loops_timer_before_its_echo_arrives() -> None:
     mark = {"role": "WillEvict", "deadline": R.rfc3339(104.0), "peers": ["ns/high"]}
     op.cache.expect_group_status("pg-g", {"phase": "Running", "preemption": mark})
     assert abs(op._next_deadline(100.0) - 4.05) < 1e-6
+
+
+def test_an_earlier_echo_arriving_after_a_newer_write_is_still_ours() -> None:
+    # Inqueue written at the end of a cycle, Running by the status pass right after; the API
+    # server answers slowly, so the Inqueue echo arrives once Running is already expected.
+    h, raw = we_wrote({"phase": "Inqueue"})
+    h.cache.expect_group_status("pg-g", {"phase": "Running"})
+    h.group({**raw, "status": {"phase": "Inqueue"}})
+    h.group({**raw, "status": {"phase": "Running"}})
+    assert h.changes == []
+    assert h.cache.triggers[SELF_WRITE] == 2
+    # Both echoes are accounted for: the same phase again, from someone else, is news.
+    h.group({**raw, "status": {"phase": "Inqueue"}})
+    assert h.changes == ["schedule"]
