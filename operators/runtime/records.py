@@ -24,9 +24,6 @@ from operators.scheduler import snapshot as S
 JsonDict = dict[str, Any]
 _EMPTY: Mapping[str, int] = MappingProxyType({})
 
-GPU_MILLI_ANNOTATION = f"{L.SCHEDULING_GROUP}/gpu-milli"
-"""Pod annotation asking for a fractional share of one card (1..999 milli-GPU)."""
-
 
 # --------------------------------------------------------------------------------------------
 # scalars
@@ -328,7 +325,7 @@ def pod(obj: JsonDict) -> PodRecord:
         role=str(labels.get(L.TASK) or ""),
         index=_int(labels.get(L.REPLICA_INDEX), 0),
         gpu_ids=parse_gpu_ids(annotations.get(L.GPU_IDS)),
-        gpu_milli=min(max(_int(annotations.get(GPU_MILLI_ANNOTATION), 0), 0), 999),
+        gpu_milli=min(max(_int(annotations.get(L.GPU_MILLI), 0), 0), 999),
         node_selector=MappingProxyType(_str_map(spec.get("nodeSelector"))),
         affinity=required_affinity(spec),
         tolerations=tuple(toleration(t) for t in spec.get("tolerations") or ()),
