@@ -4,6 +4,7 @@ missing from the install's RBAC fails here as a 403."""
 
 from __future__ import annotations
 
+import functools
 import subprocess
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -158,11 +159,18 @@ def test_operators_schedule_under_their_own_accounts(
         ]
         for d in deployments(build(DEV_OVERLAY))
     }
+
+    def answers(url: str) -> bool:
+        try:
+            with urllib.request.urlopen(url, timeout=10) as resp:
+                return bool(resp.status == 200)
+        except OSError:
+            return False  # not listening yet, or 503: a kubelet would ask again
+
     for r in deployed:
         for path in probes[r.operator]:
             url = f"http://127.0.0.1:{r.metrics_port}{path}"
-            with urllib.request.urlopen(url, timeout=10) as resp:
-                assert resp.status == 200, (r.operator, path)
+            wait_for(functools.partial(answers, url), timeout=90, what=f"{r.operator} {path}")
     for r in deployed:
         text = Path(r.log).read_text(errors="replace")
         assert processes.alive(r.proc()), text
