@@ -38,6 +38,21 @@ OPERATORS: dict[str, OperatorEntry] = {
             "operators.controllers.scheduler:main",
             "embedded gang scheduler: cache -> session -> bindings, evictions, PodGroup status",
         ),
+        OperatorEntry(
+            "pool",
+            "operators.controllers.pool:main",
+            "node membership label, Pool nodeCount/conditions, built-in default pool",
+        ),
+        OperatorEntry(
+            "queue",
+            "operators.controllers.queue:main",
+            "queue tree validation, Open/Closing/Closed, built-in root and default queues",
+        ),
+        OperatorEntry(
+            "podgroup",
+            "operators.controllers.podgroup:main",
+            "PodGroup Completed/Failed from the pods; Events for pods naming a missing group",
+        ),
     )
 }
 

@@ -1,24 +1,66 @@
-"""Entry point of the `sluice` / `kubectl-sluice` command."""
+"""Entry point of the `sluice` command, also installed as `kubectl-sluice` (`kubectl sluice ...`).
+
+Each subcommand lives in its own module with a `register(subparsers, shared)` function that adds
+its parser (with `parents=[shared]` for the kubectl-like connection flags and `-o`) and sets
+either `run` (async, called with the parsed arguments and an API client, returns an exit code)
+or `run_local` (no cluster needed, returns an exit code). To add one, write the module and add a
+line to SUBCOMMANDS.
+"""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import importlib
 import sys
+from collections.abc import Sequence
 
 from operators import __version__
-from operators.cli import simulate
+from operators.cli import common
+
+SUBCOMMANDS: tuple[str, ...] = (
+    "operators.cli.pools",
+    "operators.cli.queues",
+    "operators.cli.why",
+    "operators.cli.top",
+    "operators.cli.simulate",
+)
+
+DESCRIPTION = """\
+Inspect Sluice's pools, queues and jobs (what `kubectl get` cannot show in one view).
+
+examples:
+  kubectl sluice pools                  resources per pool, with the cluster total
+  kubectl sluice queues -o json         the quota tree, machine-readable
+  kubectl sluice why job/train -n ml    why a job waits, and what would unblock it
+  kubectl sluice top                    GPUs allocated per queue and per pool
+"""
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="sluice", description="Sluice command line")
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="sluice",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--version", action="version", version=f"sluice {__version__}")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    simulate.register(commands)
-    args = parser.parse_args(argv)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    shared = common.shared_flags()
+    for module in SUBCOMMANDS:
+        importlib.import_module(module).register(sub, shared)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    if getattr(args, "run_local", None) is not None:
+        code: int = args.run_local(args)
+        return code
     if getattr(args, "run", None) is None:
         parser.print_help(sys.stdout)
         return 0
-    return int(args.run(args))
+    return asyncio.run(common.with_client(args))
 
 
 if __name__ == "__main__":

@@ -28,7 +28,11 @@ if TYPE_CHECKING:
 POLICIES = ("sluice", "fifo-random", "fifo-bestfit")
 
 
-def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+    shared: argparse.ArgumentParser | None = None,
+) -> None:
+    """Needs no cluster, so it takes none of the `shared` connection flags."""
     parser = commands.add_parser(
         "simulate",
         help="replay nodes and jobs through the scheduler core in simulated time",
@@ -46,7 +50,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="network topology the gangs ask for (sluice policy only; default soft)",
     )
     parser.add_argument("--plot", type=Path, help="write GPUs in use over time (.png/.svg)")
-    parser.set_defaults(run=run)
+    parser.set_defaults(run_local=run)
 
 
 def load_nodes(spec: str) -> tuple[Node, ...]:

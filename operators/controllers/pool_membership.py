@@ -27,6 +27,7 @@ class PoolObject:
     pool: S.Pool
     generation: int
     status: Mapping[str, Any]
+    uid: str = ""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from operators.api.scheduling import QueueConditionType, QueueReason, QueueSpecState, QueueState
+from operators.runtime import records as R
 from operators.scheduler import snapshot as S
 
 
@@ -34,11 +35,40 @@ class QueueObject:
     created: float
     generation: int
     status: Mapping[str, Any]
+    uid: str = ""
+    guarantee_text: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     @property
     def admitted_work(self) -> int:
         """PodGroups holding quota, as the scheduler counts them in status (Inqueue + Running)."""
         return _count(self.status.get("inqueue")) + _count(self.status.get("running"))
+
+
+def queue_object(body: Mapping[str, Any]) -> QueueObject:
+    """A Queue as the operator sees it, read with the scheduler's own translation."""
+    meta, spec = body.get("metadata") or {}, body.get("spec") or {}
+    q = R.queue(dict(body))
+    try:
+        spec_state = QueueSpecState(str(spec.get("state") or "Open"))
+    except ValueError:
+        spec_state = QueueSpecState.OPEN
+    raw_guarantee = spec.get("guarantee")
+    return QueueObject(
+        name=q.name,
+        parent=q.parent,
+        guarantee=q.guarantee,
+        capability=q.capability,
+        spec_state=spec_state,
+        created=R.timestamp(meta.get("creationTimestamp")),
+        generation=int(meta.get("generation") or 0),
+        status=dict(body.get("status") or {}),
+        uid=str(meta.get("uid") or ""),
+        guarantee_text=(
+            {str(k): str(v) for k, v in raw_guarantee.items()}
+            if isinstance(raw_guarantee, Mapping)
+            else {}
+        ),
+    )
 
 
 def _count(raw: object) -> int:
@@ -163,11 +193,9 @@ def _fit_guarantees(parent: QueueObject, kids: Iterable[QueueObject]) -> dict[st
     return out
 
 
-def queue_status_patch(
-    queue: QueueObject, verdict: Verdict, guarantee: Mapping[str, str], now: str
-) -> dict[str, Any] | None:
+def queue_status_patch(queue: QueueObject, verdict: Verdict, now: str) -> dict[str, Any] | None:
     """The operator's status fields for one queue as a merge patch, or None when the API already
-    has them. `guarantee` is the spec's text; an invalid queue guarantees nothing."""
+    has them. An invalid queue guarantees nothing."""
     old = next(
         (
             c
@@ -185,7 +213,7 @@ def queue_status_patch(
         "message": verdict.message,
         "lastTransitionTime": old.get("lastTransitionTime") if same and old else now,
     }
-    guaranteed = dict(guarantee) if verdict.valid and guarantee else None
+    guaranteed = dict(queue.guarantee_text) if verdict.valid and queue.guarantee_text else None
     desired: dict[str, Any] = {
         "state": observed_state(queue).value,
         "guaranteed": guaranteed,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -10,6 +11,7 @@ from operators.controllers.queue_tree import (
     QueueObject,
     map_patch,
     observed_state,
+    queue_object,
     queue_status_patch,
     validate,
 )
@@ -100,17 +102,17 @@ def test_state_table_closing_waits_for_admitted_work() -> None:
 
 
 def test_status_patch_only_when_changed_and_invalid_queues_guarantee_nothing() -> None:
-    queue = q("a", guarantee={"cpu": 1000})
+    queue = dataclasses.replace(q("a", guarantee={"cpu": 1000}), guarantee_text={"cpu": "1"})
     (verdict,) = validate(tree(queue)).values()
-    patch = queue_status_patch(queue, verdict, {"cpu": "1"}, "t1")
+    patch = queue_status_patch(queue, verdict, "t1")
     assert patch is not None
     assert patch["state"] == "Open"
     assert patch["guaranteed"] == {"cpu": "1"}
     assert patch["conditions"][0]["status"] == "True"
-    written = q("a", guarantee={"cpu": 1000}, status=patch)
-    assert queue_status_patch(written, verdict, {"cpu": "1"}, "t2") is None
-    broken = validate(tree(q("a", "gone", status=patch)))["a"]
-    patch2 = queue_status_patch(q("a", "gone", status=patch), broken, {"cpu": "1"}, "t3")
+    written = dataclasses.replace(queue, status=patch)
+    assert queue_status_patch(written, verdict, "t2") is None
+    orphan = dataclasses.replace(written, parent="gone")
+    patch2 = queue_status_patch(orphan, validate(tree(orphan))["a"], "t3")
     assert patch2 is not None
     assert patch2["guaranteed"] is None
     assert patch2["conditions"][0]["reason"] == "ParentNotFound"
@@ -120,3 +122,26 @@ def test_status_patch_only_when_changed_and_invalid_queues_guarantee_nothing() -
 def test_map_patch_nulls_keys_that_went_away() -> None:
     assert map_patch({"cpu": "1", "memory": "2Gi"}, {"cpu": "2"}) == {"cpu": "2", "memory": None}
     assert map_patch({"cpu": "1"}, {}) is None
+
+
+def test_queue_object_reads_the_api_shape() -> None:
+    body = {
+        "metadata": {"name": "team", "uid": "u1", "generation": 2},
+        "spec": {
+            "parent": "org",
+            "guarantee": {"cpu": "2", "nvidia.com/gpu": 4},
+            "state": "Closed",
+        },
+        "status": {"running": 1},
+    }
+    obj = queue_object(body)
+    assert (obj.parent, obj.spec_state, obj.generation, obj.uid) == (
+        "org",
+        QueueSpecState.CLOSED,
+        2,
+        "u1",
+    )
+    assert obj.guarantee == {"cpu": 2000, "nvidia.com/gpu": 4}
+    assert obj.guarantee_text == {"cpu": "2", "nvidia.com/gpu": "4"}
+    assert observed_state(obj) is QueueState.CLOSING
+    assert queue_object({"metadata": {"name": "x"}, "spec": {}}).parent == "root"

@@ -1,0 +1,408 @@
+"""The pool, queue and podgroup operators (and the `sluice` CLI) on the real local control plane.
+
+All operators run as one `python -m operators all` process for the module. The tests share the
+sample pools and queues (manifests/samples) and remove them at the end, so later modules see the
+cluster as it was (every node back in `default`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import signal
+import subprocess
+import sys
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from operators.api import labels as L
+from operators.devcluster import waiting
+from operators.devcluster.processes import free_port
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLES = REPO / "manifests" / "samples"
+GROUP, VERSION = "scheduling.sluice.dev", "v1alpha1"
+GPU = "nvidia.com/gpu"
+SAMPLE_POOLS = ("cpu-pool", "gpu-pool", "masters")
+SAMPLE_QUEUES = ("research", "research-vision", "vision-detection")
+
+
+class Operators:
+    def __init__(self, kubeconfig: str, log_path: Path) -> None:
+        self.log_path = log_path
+        cmd = [
+            sys.executable,
+            "-m",
+            "operators",
+            "all",
+            f"--kubeconfig={kubeconfig}",
+            f"--metrics-port={free_port()}",
+            "--metrics-host=127.0.0.1",
+            f"--lease-name=sluice-e2e-admin-{uuid.uuid4().hex[:6]}",
+            "--lease-duration-seconds=6",
+            "--renew-deadline-seconds=4",
+            "--retry-period-seconds=1",
+        ]
+        with log_path.open("ab") as out:
+            self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+
+    def log(self, lines: int = 80) -> str:
+        text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(20)
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+@pytest.fixture(scope="module")
+def operators(cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operators]:
+    ops = Operators(str(cluster.kubeconfig), tmp_path_factory.mktemp("ops") / "operators.log")
+    yield ops
+    ops.stop()
+    sys.stderr.write(f"\n----- {ops.log_path} -----\n{ops.log(200)}\n")
+
+
+@pytest.fixture(scope="module")
+def custom(k8s: client.ApiClient) -> client.CustomObjectsApi:
+    return client.CustomObjectsApi(k8s)
+
+
+@pytest.fixture(scope="module")
+def core(k8s: client.ApiClient) -> client.CoreV1Api:
+    return client.CoreV1Api(k8s)
+
+
+def wait_for(predicate: Callable[[], Any], what: str, ops: Operators, timeout: float = 30) -> Any:
+    try:
+        return waiting.wait_for(predicate, timeout=timeout, interval=0.3, what=what)
+    except TimeoutError as exc:
+        raise AssertionError(f"{exc}\noperators log:\n{ops.log()}") from exc
+
+
+def get(custom: client.CustomObjectsApi, plural: str, name: str) -> dict[str, Any] | None:
+    try:
+        obj: dict[str, Any] = custom.get_cluster_custom_object(GROUP, VERSION, plural, name)
+    except client.ApiException as err:
+        if err.status == 404:
+            return None
+        raise
+    return obj
+
+
+def status(custom: client.CustomObjectsApi, plural: str, name: str) -> dict[str, Any]:
+    return (get(custom, plural, name) or {}).get("status") or {}
+
+
+def condition(obj_status: dict[str, Any], type_: str) -> dict[str, Any]:
+    return next((c for c in obj_status.get("conditions") or () if c["type"] == type_), {})
+
+
+def pool_labels(core: client.CoreV1Api) -> dict[str, str]:
+    return {
+        n.metadata.name: (n.metadata.labels or {}).get(L.POOL, "") for n in core.list_node().items
+    }
+
+
+def delete(custom: client.CustomObjectsApi, plural: str, name: str) -> None:
+    with contextlib.suppress(client.ApiException):
+        custom.delete_cluster_custom_object(GROUP, VERSION, plural, name)
+
+
+@pytest.fixture(scope="module")
+def samples(
+    kubectl: Any, core: client.CoreV1Api, custom: client.CustomObjectsApi, operators: Operators
+) -> Iterator[None]:
+    kubectl("apply", "-f", str(SAMPLES / "pools.yaml"), "-f", str(SAMPLES / "queues.yaml"))
+    yield
+    for name in SAMPLE_QUEUES:
+        delete(custom, "queues", name)
+    for name in SAMPLE_POOLS:
+        delete(custom, "pools", name)
+    # Leave every node in default for the modules that follow.
+    wait_for(
+        lambda: set(pool_labels(core).values()) == {"default"}, "nodes back in default", operators
+    )
+
+
+def test_node_labels_move_nodes_between_pools(
+    samples: None, core: client.CoreV1Api, custom: client.CustomObjectsApi, operators: Operators
+) -> None:
+    nodes = pool_labels(core)
+    gpu_nodes = sorted(n for n in nodes if n != "master-0")
+
+    def settled() -> bool:
+        labels = pool_labels(core)
+        return labels["master-0"] == "masters" and all(labels[n] == "gpu-pool" for n in gpu_nodes)
+
+    wait_for(settled, "sample pools' membership on the nodes", operators)
+    assert get(custom, "pools", "default") is not None  # built in, created by the operator
+    wait_for(
+        lambda: status(custom, "pools", "gpu-pool").get("nodeCount") == len(gpu_nodes),
+        "gpu-pool nodeCount",
+        operators,
+    )
+    assert status(custom, "pools", "masters")["nodeCount"] == 1
+
+    # A node whose class label changes moves to the pool that now selects it.
+    moved, contested = gpu_nodes[0], gpu_nodes[1]
+    core.patch_node(moved, {"metadata": {"labels": {"node.sluice.dev/pool": "cpu"}}})
+    wait_for(lambda: pool_labels(core)[moved] == "cpu-pool", "node moved to cpu-pool", operators)
+
+    # A node two pools select goes to default, and both pools say so.
+    custom.create_cluster_custom_object(
+        GROUP,
+        VERSION,
+        "pools",
+        {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "Pool",
+            "metadata": {"name": "e2e-overlap"},
+            "spec": {"nodeSelector": {"matchLabels": {"kubernetes.io/hostname": contested}}},
+        },
+    )
+    try:
+        wait_for(
+            lambda: pool_labels(core)[contested] == "default", "conflict in default", operators
+        )
+        wait_for(
+            lambda: (
+                condition(status(custom, "pools", "e2e-overlap"), "SelectorOverlap").get("status")
+                == "True"
+            ),
+            "SelectorOverlap on the new pool",
+            operators,
+        )
+        assert (
+            contested
+            in condition(status(custom, "pools", "gpu-pool"), "SelectorOverlap")["message"]
+        )
+    finally:
+        delete(custom, "pools", "e2e-overlap")
+    wait_for(lambda: pool_labels(core)[contested] == "gpu-pool", "conflict resolved", operators)
+
+    # Deleting a pool returns its nodes to default.
+    delete(custom, "pools", "cpu-pool")
+    wait_for(lambda: pool_labels(core)[moved] == "default", "deleted pool's node", operators)
+    core.patch_node(moved, {"metadata": {"labels": {"node.sluice.dev/pool": "gpu"}}})
+    kubectl_apply_pools(custom)
+    wait_for(lambda: pool_labels(core)[moved] == "gpu-pool", "node back in gpu-pool", operators)
+
+
+def kubectl_apply_pools(custom: client.CustomObjectsApi) -> None:
+    """Re-create cpu-pool as in the samples (the test deleted it)."""
+    custom.create_cluster_custom_object(
+        GROUP,
+        VERSION,
+        "pools",
+        {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "Pool",
+            "metadata": {"name": "cpu-pool"},
+            "spec": {"nodeSelector": {"matchLabels": {"node.sluice.dev/pool": "cpu"}}},
+        },
+    )
+
+
+def pod(
+    name: str, gpus: int, annotations: dict[str, str], labels: dict[str, str]
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "annotations": annotations, "labels": labels},
+        "spec": {
+            "schedulerName": "sluice",
+            "terminationGracePeriodSeconds": 0,
+            "containers": [
+                {
+                    "name": "c",
+                    "image": "fake",
+                    "resources": {"requests": {"cpu": "2"}, "limits": {GPU: str(gpus)}},
+                }
+            ],
+        },
+    }
+
+
+def bound_gpus_by_pool(core: client.CoreV1Api) -> dict[str, int]:
+    """GPUs held by live Sluice pods, per pool of the node they are bound to (from the API)."""
+    labels = pool_labels(core)
+    out: dict[str, int] = {}
+    for p in core.list_pod_for_all_namespaces().items:
+        if p.spec.scheduler_name != "sluice" or not p.spec.node_name:
+            continue
+        if p.status.phase in ("Succeeded", "Failed"):
+            continue
+        gpus = sum(
+            int(((c.resources and c.resources.limits) or {}).get(GPU, 0)) for c in p.spec.containers
+        )
+        pool = labels.get(p.spec.node_name, "default")
+        out[pool] = out.get(pool, 0) + gpus
+    return out
+
+
+def test_pool_status_equals_what_is_bound_and_the_cli_shows_it(
+    samples: None,
+    core: client.CoreV1Api,
+    custom: client.CustomObjectsApi,
+    namespace: str,
+    operators: Operators,
+    cluster: Any,
+) -> None:
+    for i in range(3):
+        core.create_namespaced_pod(namespace, pod(f"w-{i}", 2, {L.POOL: "gpu-pool"}, {}))
+    wait_for(
+        lambda: all(p.spec.node_name for p in core.list_namespaced_pod(namespace).items),
+        "pods bound",
+        operators,
+    )
+
+    def agrees() -> bool:
+        used = status(custom, "pools", "gpu-pool").get("used") or {}
+        return int(used.get(GPU, 0)) == bound_gpus_by_pool(core).get("gpu-pool", 0) >= 6
+
+    wait_for(agrees, "gpu-pool status.used equal to the GPUs bound there", operators)
+
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "operators.cli.main",
+            "pools",
+            "-o",
+            "json",
+            f"--kubeconfig={cluster.kubeconfig}",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    report = {p["name"]: p for p in json.loads(out.stdout)["pools"]}
+    assert report["masters"]["flags"] == "pbs"
+    assert int(report["gpu-pool"]["resources"][GPU]["used"]) >= 6
+
+
+def queue(name: str, parent: str, gpus: int) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "Queue",
+        "metadata": {"name": name},
+        "spec": {"parent": parent, "guarantee": {GPU: str(gpus)}},
+    }
+
+
+def test_queue_tree_flags_an_invalid_child_and_closing_waits_for_running_work(
+    samples: None,
+    core: client.CoreV1Api,
+    custom: client.CustomObjectsApi,
+    namespace: str,
+    operators: Operators,
+) -> None:
+    def valid(name: str) -> str | None:
+        return condition(status(custom, "queues", name), "Valid").get("status")
+
+    names = ("root", "default", *SAMPLE_QUEUES)
+    wait_for(
+        lambda: all(valid(n) == "True" for n in names),
+        "built-in and sample queues valid",
+        operators,
+    )
+    # research-vision guarantees 16 GPUs and vision-detection takes 8: 12 more do not fit.
+    custom.create_cluster_custom_object(
+        GROUP, VERSION, "queues", queue("vision-greedy", "research-vision", 12)
+    )
+    try:
+        wait_for(lambda: valid("vision-greedy") == "False", "greedy child flagged", operators)
+        why = condition(status(custom, "queues", "vision-greedy"), "Valid")
+        assert why["reason"] == "GuaranteeOvercommitted"
+        assert all(valid(n) == "True" for n in SAMPLE_QUEUES)
+        events = core.list_namespaced_event(
+            "default", field_selector="involvedObject.name=vision-greedy"
+        ).items
+        assert any(e.reason == "GuaranteeOvercommitted" for e in events)
+
+        # Its sibling keeps working.
+        custom.create_namespaced_custom_object(
+            GROUP,
+            VERSION,
+            namespace,
+            "podgroups",
+            {
+                "apiVersion": f"{GROUP}/{VERSION}",
+                "kind": "PodGroup",
+                "metadata": {"name": "det"},
+                "spec": {"minMember": 1, "queue": "vision-detection"},
+            },
+        )
+        core.create_namespaced_pod(
+            namespace,
+            pod("det-0", 1, {L.POD_GROUP: "det", "sluice.dev/complete-after": "6s"}, {}),
+        )
+        wait_for(
+            lambda: core.read_namespaced_pod("det-0", namespace).spec.node_name,
+            "sibling's pod bound",
+            operators,
+        )
+
+        # Closing with work running: Closing, then Closed when the work has finished.
+        custom.patch_cluster_custom_object(
+            GROUP, VERSION, "queues", "vision-detection", {"spec": {"state": "Closed"}}
+        )
+        wait_for(
+            lambda: status(custom, "queues", "vision-detection").get("state") == "Closing",
+            "Closing while det runs",
+            operators,
+        )
+        wait_for(
+            lambda: status(custom, "queues", "vision-detection").get("state") == "Closed",
+            "Closed once det completed",
+            operators,
+        )
+        group = custom.get_namespaced_custom_object(GROUP, VERSION, namespace, "podgroups", "det")
+        assert group["status"]["phase"] == "Completed"
+        assert group["status"]["succeeded"] == 1
+    finally:
+        delete(custom, "queues", "vision-greedy")
+
+
+def test_a_pod_naming_a_missing_podgroup_gets_an_event(
+    samples: None, core: client.CoreV1Api, namespace: str, operators: Operators, cluster: Any
+) -> None:
+    core.create_namespaced_pod(namespace, pod("lost-0", 1, {L.VOLCANO_GROUP_NAME: "nope"}, {}))
+
+    def warned() -> bool:
+        events = core.list_namespaced_event(
+            namespace, field_selector="involvedObject.name=lost-0"
+        ).items
+        return any(e.reason == "PodGroupNotFound" for e in events)
+
+    wait_for(warned, "PodGroupNotFound Event", operators, timeout=45)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "operators.cli.main",
+            "why",
+            "pod/lost-0",
+            "-n",
+            namespace,
+            f"--kubeconfig={cluster.kubeconfig}",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    assert "PodGroup 'nope' does not exist" in out.stdout

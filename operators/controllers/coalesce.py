@@ -1,0 +1,86 @@
+"""One background reconcile per operator, run after watch events and at most once per interval.
+
+The pool, queue and podgroup operators are level-based over many objects (a node's pool depends
+on every Pool; a queue's validity on its siblings). Their kopf handlers only record what changed
+and `poke` a `Coalescer`; the reconcile then reads the operator's indexes and writes what differs.
+A burst of events (a thousand nodes relabelled) costs one pass, and no object's status is written
+more often than once per `interval`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import kopf
+
+log = logging.getLogger(__name__)
+
+Reconcile = Callable[[], Awaitable[float | None]]
+"""One pass; returns seconds until it wants to run again without a poke (None: only on pokes)."""
+
+
+class Coalescer:
+    def __init__(
+        self, name: str, reconcile: Reconcile, interval: float = 1.0, retry: float = 5.0
+    ) -> None:
+        self.name = name
+        self._reconcile = reconcile
+        self.interval = interval
+        self.retry = retry
+        self._poked = asyncio.Event()
+        self.passes = 0
+
+    def poke(self) -> None:
+        self._poked.set()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        again: float | None = None
+        while not stop.is_set():
+            if not await _first_of(self._poked, stop, again):
+                continue  # the timeout: run anyway
+            if stop.is_set():
+                return
+            self._poked.clear()
+            try:
+                again = await self._reconcile()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("%s: reconcile failed; retrying in %.0f s", self.name, self.retry)
+                again = self.retry
+            self.passes += 1
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), self.interval)
+
+
+async def _first_of(event: asyncio.Event, stop: asyncio.Event, limit: float | None) -> bool:
+    """Wait for `event` or `stop`; False when `limit` seconds passed first."""
+    waiters = [asyncio.ensure_future(event.wait()), asyncio.ensure_future(stop.wait())]
+    try:
+        done, _ = await asyncio.wait(waiters, timeout=limit, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in waiters:
+            waiter.cancel()
+    return bool(done)
+
+
+def run_in_background(
+    registry: kopf.OperatorRegistry, coalescer: Coalescer, stop: asyncio.Event
+) -> None:
+    """Start the coalescer with the operator and stop it with the operator."""
+    tasks: set[asyncio.Task[None]] = set()
+
+    @kopf.on.startup(registry=registry)
+    async def _start(**_: Any) -> None:
+        tasks.add(asyncio.create_task(coalescer.run(stop), name=f"{coalescer.name}-reconcile"))
+
+    @kopf.on.cleanup(registry=registry)
+    async def _stop(**_: Any) -> None:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        tasks.clear()

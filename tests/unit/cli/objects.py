@@ -1,0 +1,193 @@
+"""API objects the golden-file tests render (as the API server returns them)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def pool(name: str, status: dict[str, Any], **flags: bool) -> dict[str, Any]:
+    return {"metadata": {"name": name}, "spec": {"nodeSelector": {}, **flags}, "status": status}
+
+
+POOLS = [
+    pool(
+        "gpu-pool",
+        {
+            "nodeCount": 4,
+            "capacity": {"cpu": "256", "memory": "2Ti", "nvidia.com/gpu": "32", "pods": "440"},
+            "allocatable": {
+                "cpu": "192",
+                "memory": "1536Gi",
+                "nvidia.com/gpu": "24",
+                "pods": "330",
+            },
+            "used": {"cpu": "48", "memory": "256Gi", "nvidia.com/gpu": "16", "pods": "6"},
+            "shared": {"cpu": "8", "nvidia.com/gpu": "0", "pods": "1"},
+            "pending": {"cpu": "16", "nvidia.com/gpu": "8", "pods": "2"},
+        },
+    ),
+    pool(
+        "cpu-pool",
+        {
+            "nodeCount": 2,
+            "capacity": {"cpu": "64", "memory": "256Gi", "pods": "220"},
+            "allocatable": {"cpu": "64", "memory": "256Gi", "pods": "220"},
+            "used": {"cpu": "1500m", "memory": "1Gi", "pods": "3"},
+        },
+    ),
+    pool(
+        "masters",
+        {"nodeCount": 1, "capacity": {"cpu": "8", "pods": "110"}},
+        disablePreemption=True,
+        disableBorrowing=True,
+        disableSharing=True,
+    ),
+    pool("default", {}),  # the operator has not written it yet
+]
+
+
+def queue(
+    name: str,
+    parent: str | None = None,
+    spec: dict[str, Any] | None = None,
+    status: dict[str, Any] | None = None,
+    valid: tuple[str, str] | None = ("True", "Valid"),
+) -> dict[str, Any]:
+    body_spec = dict(spec or {})
+    if parent:
+        body_spec["parent"] = parent
+    body_status = dict(status or {})
+    if valid is not None:
+        body_status["conditions"] = [{"type": "Valid", "status": valid[0], "reason": valid[1]}]
+    return {"metadata": {"name": name}, "spec": body_spec, "status": body_status}
+
+
+QUEUES = [
+    queue("root", status={"state": "Open", "allocated": {"nvidia.com/gpu": "16"}}),
+    queue("default", "root", status={"state": "Open"}),
+    queue(
+        "research",
+        None,
+        {
+            "weight": 4,
+            "guarantee": {"cpu": "64", "nvidia.com/gpu": "16"},
+            "capability": {"nvidia.com/gpu": "24"},
+        },
+        {
+            "state": "Open",
+            "deserved": {"cpu": "96", "nvidia.com/gpu": "20"},
+            "allocated": {"cpu": "48", "memory": "256Gi", "nvidia.com/gpu": "16"},
+            "running": 2,
+            "pending": 1,
+        },
+    ),
+    queue(
+        "vision",
+        "research",
+        {"guarantee": {"nvidia.com/gpu": "8"}, "state": "Closed"},
+        {"state": "Closing", "allocated": {"nvidia.com/gpu": "8"}, "running": 1},
+    ),
+    queue(
+        "greedy",
+        "research",
+        {"guarantee": {"nvidia.com/gpu": "12"}},
+        {"state": "Open"},
+        valid=("False", "GuaranteeOvercommitted"),
+    ),
+    queue("orphan", "gone", {}, {"state": "Open"}, valid=("False", "ParentNotFound")),
+]
+
+EVENT = {
+    "type": "Warning",
+    "reason": "FailedScheduling",
+    "message": "needs 8 GPUs; 4 free in pool gpu-pool",
+    "lastTimestamp": "2026-11-23T10:00:00Z",
+    "involvedObject": {"kind": "PodGroup", "name": "train"},
+}
+
+
+def member(name: str, phase: str = "Pending", node: str = "") -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "annotations": {"scheduling.sluice.dev/pod-group": "train"}},
+        "spec": {"schedulerName": "sluice", **({"nodeName": node} if node else {})},
+        "status": {"phase": phase},
+    }
+
+
+WAITING_GROUP: dict[str, Any] = {
+    "kind": "podgroup",
+    "namespace": "ml",
+    "name": "train",
+    "groupName": "train",
+    "podgroup": {
+        "metadata": {"name": "train"},
+        "spec": {"minMember": 4, "queue": "research", "pool": "gpu-pool"},
+        "status": {
+            "phase": "Pending",
+            "conditions": [
+                {"type": "Enqueued", "status": "False", "reason": "NotEnoughResources"},
+                {
+                    "type": "Unschedulable",
+                    "status": "True",
+                    "reason": "NotEnoughResources",
+                    "message": "needs 8 GPUs; 4 free in pool gpu-pool",
+                },
+            ],
+        },
+    },
+    "pods": [member(f"train-{i}") for i in range(4)],
+    "events": [EVENT],
+}
+
+RUNNING_JOB: dict[str, Any] = {
+    "kind": "HybridJob",
+    "namespace": "ml",
+    "name": "train",
+    "groupName": "train",
+    "podgroup": {
+        "metadata": {"name": "train"},
+        "spec": {"minMember": 2, "queue": "research"},
+        "status": {
+            "phase": "Running",
+            "conditions": [{"type": "Scheduled", "status": "True", "reason": "Scheduled"}],
+        },
+    },
+    "pods": [member("train-0", "Running", "n1"), member("train-1", "Running", "n2")],
+    "events": [],
+}
+
+MISSING_GROUP_POD: dict[str, Any] = {
+    "kind": "pod",
+    "namespace": "ml",
+    "name": "lost-0",
+    "groupName": "lost",
+    "pod": {
+        "metadata": {"name": "lost-0", "annotations": {"scheduling.k8s.io/group-name": "lost"}},
+        "spec": {"schedulerName": "sluice"},
+        "status": {"phase": "Pending"},
+    },
+    "podgroup": None,
+    "events": [],
+}
+
+PLAIN_POD: dict[str, Any] = {
+    "kind": "pod",
+    "namespace": "web",
+    "name": "infer-7d9",
+    "pod": {
+        "metadata": {"name": "infer-7d9"},
+        "spec": {"schedulerName": "sluice"},
+        "status": {
+            "phase": "Pending",
+            "conditions": [
+                {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": "Unschedulable",
+                    "message": "needs 9 GPUs on one node; the largest node has 8",
+                }
+            ],
+        },
+    },
+    "events": [],
+}

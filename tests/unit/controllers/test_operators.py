@@ -1,0 +1,162 @@
+"""The pool, queue and podgroup operators' reconcile passes, against a narrow recording client
+(the kopf indexes are plain mappings of key -> list of values, as kopf hands them over)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from operators.api import labels as L
+from operators.controllers.coalesce import Coalescer
+from operators.controllers.podgroup import GroupView, MemberPod, PodGroupOperator, group_key
+from operators.controllers.pool import PoolOperator
+from operators.controllers.pool_membership import PoolObject
+from operators.controllers.queue import QueueOperator
+from operators.controllers.queue_tree import queue_object
+from operators.runtime import records as R
+from operators.runtime.client import ApiError
+
+
+class Api:
+    """Records writes; POSTs of objects that exist answer 409 like the API server."""
+
+    def __init__(self, existing: set[str] | None = None) -> None:
+        self.patches: list[tuple[str, dict[str, Any]]] = []
+        self.posts: list[tuple[str, dict[str, Any]]] = []
+        self.existing = existing or set()
+
+    async def merge_patch(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        self.patches.append((path, body))
+        return {}
+
+    async def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        name = body.get("metadata", {}).get("name")
+        if name in self.existing:
+            raise ApiError(409, {"reason": "AlreadyExists"}, "POST", path)
+        self.posts.append((path, body))
+        return body
+
+
+class Events:
+    def __init__(self) -> None:
+        self.posted: list[tuple[str, str, str]] = []
+
+    def post(self, involved: dict[str, Any], event_type: str, reason: str, message: str) -> None:
+        self.posted.append((involved["name"], reason, message))
+
+
+def pool_obj(name: str, value: str, status: dict[str, Any] | None = None) -> PoolObject:
+    body = {"metadata": {"name": name}, "spec": {"nodeSelector": {"matchLabels": {"k": value}}}}
+    return PoolObject(R.pool(body), 1, status or {}, uid=f"u-{name}")
+
+
+async def test_pool_pass_relabels_stale_nodes_writes_status_and_creates_default() -> None:
+    api, events = Api(), Events()
+    fake: Any = api
+    op = PoolOperator(fake, events)  # type: ignore[arg-type]
+    op.nodes = {"a": [{"k": "x", L.POOL: "y-pool"}], "b": [{"k": "x", L.POOL: "x-pool"}]}
+    op.pools = {"x-pool": [pool_obj("x-pool", "x")], "y-pool": [pool_obj("y-pool", "y")]}
+    assert await op.reconcile() is None
+    assert [p for p, _ in api.posts] == ["/apis/scheduling.sluice.dev/v1alpha1/pools"]
+    node_patches = {p: b for p, b in api.patches if p.startswith("/api/v1/nodes/")}
+    assert node_patches == {"/api/v1/nodes/a": {"metadata": {"labels": {L.POOL: "x-pool"}}}}
+    counts = {
+        p.rsplit("/", 2)[-2]: b["status"]["nodeCount"] for p, b in api.patches if "status" in b
+    }
+    assert counts == {"x-pool": 2, "y-pool": 0}
+    assert events.posted[0][:2] == ("x-pool", "NodesJoined")
+
+
+async def test_queue_pass_flags_the_broken_queue_once() -> None:
+    api, events = Api(existing={"root", "default"}), Events()
+    fake: Any = api
+    op = QueueOperator(fake, events)  # type: ignore[arg-type]
+    bodies = [
+        {"metadata": {"name": "root"}, "spec": {}},
+        {"metadata": {"name": "default"}, "spec": {}},
+        {"metadata": {"name": "ok"}, "spec": {"parent": "root"}},
+        {"metadata": {"name": "lost"}, "spec": {"parent": "nowhere"}},
+    ]
+    op.queues = {b["metadata"]["name"]: [queue_object(b)] for b in bodies}
+    await op.reconcile()
+    written = {p.rsplit("/", 2)[-2]: b["status"] for p, b in api.patches}
+    assert written["lost"]["conditions"][0]["reason"] == "ParentNotFound"
+    assert written["ok"]["conditions"][0]["status"] == "True"
+    assert written["ok"]["state"] == "Open"
+    assert events.posted == [
+        ("lost", "ParentNotFound", written["lost"]["conditions"][0]["message"])
+    ]
+    # The API now holds what was written: nothing more to write, no second Event.
+    op.queues = {
+        name: [queue_object({**b, "status": written[name]})]
+        for name, b in ((b["metadata"]["name"], b) for b in bodies)
+    }
+    api.patches.clear()
+    await op.reconcile()
+    assert api.patches == []
+    assert len(events.posted) == 1
+
+
+def pod_body(name: str, group: str, scheduler: str = "sluice") -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "namespace": "ns", "annotations": {L.VOLCANO_GROUP_NAME: group}},
+        "spec": {"schedulerName": scheduler},
+    }
+
+
+def test_group_key_reads_both_annotations_and_only_our_pods() -> None:
+    assert group_key(pod_body("p", "g")) == ("ns", "g")
+    assert group_key(pod_body("p", "g", scheduler="default-scheduler")) is None
+
+
+async def test_podgroup_pass_writes_completed_and_warns_about_missing_groups_after_grace() -> None:
+    api, events = Api(), Events()
+    now = [100.0]
+    fake: Any = api
+    op = PodGroupOperator(fake, events, clock=lambda: now[0], grace=10.0)  # type: ignore[arg-type]
+    op.pods = {
+        ("ns", "done"): [
+            MemberPod("done-0", "u0", "Succeeded"),
+            MemberPod("done-1", "u1", "Succeeded"),
+        ],
+        ("ns", "nope"): [MemberPod("lost-0", "u2", "Pending")],
+    }
+    op.groups = {("ns", "done"): [GroupView(2, {"phase": "Running"})]}
+    op.dirty = {("ns", "done"), ("ns", "nope")}
+    again = await op.reconcile()
+    ((path, body),) = api.patches
+    assert path.endswith("/namespaces/ns/podgroups/done/status")
+    assert body == {"status": {"phase": "Completed", "succeeded": 2, "failed": 0}}
+    assert events.posted == []  # still within the grace period
+    assert again == 10.0
+    now[0] = 111.0
+    await op.reconcile()
+    assert [(n, r) for n, r, _ in events.posted] == [("lost-0", "PodGroupNotFound")]
+    op.dirty = {("ns", "nope")}
+    await op.reconcile()
+    assert len(events.posted) == 1  # once per pod
+    op.pods = {}
+    op.dirty = {("ns", "nope")}
+    await op.reconcile()
+    assert op.warned == set()  # forgotten with the pod
+
+
+async def test_coalescer_runs_once_for_a_burst_of_pokes() -> None:
+    calls: list[int] = []
+
+    async def reconcile() -> float | None:
+        calls.append(1)
+        return None
+
+    stop = asyncio.Event()
+    c = Coalescer("t", reconcile, interval=0.05)
+    task = asyncio.create_task(c.run(stop))
+    for _ in range(50):
+        c.poke()
+    await asyncio.sleep(0.2)
+    assert c.passes == 1
+    c.poke()
+    await asyncio.sleep(0.2)
+    stop.set()
+    await asyncio.wait_for(task, 1)
+    assert len(calls) == 2
