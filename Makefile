@@ -68,6 +68,7 @@ test: lint unit e2e  ## Everything CI runs: lint + unit + e2e
 bench:  ## Benchmarks side by side (core; live cluster: bare loop, kube-scheduler, Sluice); appends a dated report to docs/benchmarks.md
 	$(BIN)/python -m bench.core
 	$(BIN)/python -m bench.live --write docs/benchmarks.md
+	$(BIN)/python -m bench.admin
 
 .PHONY: quality
 quality:  ## Placement quality vs published results (long: cached runs resume) -> docs/quality.md

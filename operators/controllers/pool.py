@@ -95,7 +95,9 @@ class PoolOperator:
                     "uid": pools[pool].uid,
                 }
                 shown = ", ".join(moved[:10]) + (" ..." if len(moved) > 10 else "")
-                self.events.post(involved, "Normal", "NodesJoined", f"{len(moved)}: {shown}")
+                self.events.post(
+                    involved, "Normal", "NodesJoined", f"{len(moved)} node(s) joined: {shown}"
+                )
 
 
 def register(registry: kopf.OperatorRegistry, ctx: kopf_runner.OperatorContext) -> None:
