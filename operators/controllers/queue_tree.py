@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from operators.api.scheduling import QueueConditionType, QueueReason, QueueSpecState, QueueState
+from operators.controllers.scheduler_status import format_resources
 from operators.runtime import records as R
 from operators.scheduler import snapshot as S
 
@@ -160,6 +161,10 @@ def _cycles(tree: Mapping[str, QueueObject]) -> list[list[str]]:
     return found
 
 
+def _text(resource: str, amount: int) -> str:
+    return format_resources({resource: amount}).get(resource, str(amount))
+
+
 def _bound(parent: QueueObject, resource: str) -> int | None:
     if resource in parent.guarantee:
         return parent.guarantee[resource]
@@ -177,14 +182,14 @@ def _fit_guarantees(parent: QueueObject, kids: Iterable[QueueObject]) -> dict[st
         ]
         if over:
             what = ", ".join(
-                f"{r}: {summed.get(r, 0)} already guaranteed to siblings + {kid.guarantee[r]} "
-                f"> {_bound(parent, r)}"
+                f"{r}: {_text(r, summed.get(r, 0))} already guaranteed to siblings + "
+                f"{_text(r, kid.guarantee[r])} > {_text(r, _bound(parent, r) or 0)}"
                 for r in sorted(over)
             )
             out[kid.name] = Verdict(
                 False,
                 QueueReason.GUARANTEE_OVERCOMMITTED,
-                f"guarantee does not fit in parent {parent.name!r} ({what}; cpu in millicores); "
+                f"guarantee does not fit in parent {parent.name!r} ({what}); "
                 "this queue admits no new work",
             )
             continue

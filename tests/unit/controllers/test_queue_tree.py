@@ -81,6 +81,8 @@ def test_the_newest_child_that_overflows_the_parent_guarantee_is_flagged() -> No
     )
     assert verdicts["greedy"].reason is QueueReason.GUARANTEE_OVERCOMMITTED
     assert "gpu: 10 already guaranteed to siblings + 6 > 10" in verdicts["greedy"].message
+    cpu = validate(tree(q("p", guarantee={"cpu": 1000}), q("c", "p", guarantee={"cpu": 1500})))
+    assert "cpu: 0 already guaranteed to siblings + 1500m > 1" in cpu["c"].message
     assert [n for n, v in verdicts.items() if not v.valid] == ["greedy"]
 
 
