@@ -51,7 +51,7 @@ OPERATORS: dict[str, OperatorEntry] = {
         OperatorEntry(
             "podgroup",
             "operators.controllers.podgroup:main",
-            "PodGroup Completed/Failed from the pods; Events for pods naming a missing group",
+            "PodGroup Completed/Failed and succeeded/failed counts from the pods",
         ),
     )
 }

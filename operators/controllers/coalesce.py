@@ -40,8 +40,7 @@ class Coalescer:
     async def run(self, stop: asyncio.Event) -> None:
         again: float | None = None
         while not stop.is_set():
-            if not await _first_of(self._poked, stop, again):
-                continue  # the timeout: run anyway
+            await _first_of(self._poked, stop, again)  # a poke, or the pass asked for a rerun
             if stop.is_set():
                 return
             self._poked.clear()
@@ -57,15 +56,14 @@ class Coalescer:
                 await asyncio.wait_for(stop.wait(), self.interval)
 
 
-async def _first_of(event: asyncio.Event, stop: asyncio.Event, limit: float | None) -> bool:
-    """Wait for `event` or `stop`; False when `limit` seconds passed first."""
+async def _first_of(event: asyncio.Event, stop: asyncio.Event, limit: float | None) -> None:
+    """Wait for `event` or `stop`, at most `limit` seconds (None: no limit)."""
     waiters = [asyncio.ensure_future(event.wait()), asyncio.ensure_future(stop.wait())]
     try:
-        done, _ = await asyncio.wait(waiters, timeout=limit, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait(waiters, timeout=limit, return_when=asyncio.FIRST_COMPLETED)
     finally:
         for waiter in waiters:
             waiter.cancel()
-    return bool(done)
 
 
 def run_in_background(

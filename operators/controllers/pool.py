@@ -105,12 +105,12 @@ def register(registry: kopf.OperatorRegistry, ctx: kopf_runner.OperatorContext) 
     coalescer = Coalescer("pool", op.reconcile)
     run_in_background(registry, coalescer, ctx.stop)
 
-    @kopf.index("nodes", registry=registry)
-    def pool_nodes(name: str, labels: kopf.Labels, **_: Any) -> dict[str, dict[str, str]]:
+    @kopf.index("nodes", id="pool_nodes", registry=registry)
+    async def pool_nodes(name: str, labels: kopf.Labels, **_: Any) -> dict[str, dict[str, str]]:
         return {name: dict(labels)}
 
-    @kopf.index(*POOL_RESOURCE, registry=registry)
-    def pool_objects(name: str, body: kopf.Body, **_: Any) -> dict[str, PoolObject]:
+    @kopf.index(*POOL_RESOURCE, id="pool_objects", registry=registry)
+    async def pool_objects(name: str, body: kopf.Body, **_: Any) -> dict[str, PoolObject]:
         meta = body.get("metadata") or {}
         return {
             name: PoolObject(
@@ -128,7 +128,7 @@ def register(registry: kopf.OperatorRegistry, ctx: kopf_runner.OperatorContext) 
         except (ApiError, OSError) as err:
             raise kopf.TemporaryError(f"cannot create the default pool: {err}", delay=5) from err
 
-    def changed(**kwargs: Any) -> None:
+    async def changed(**kwargs: Any) -> None:
         # Indexes are complete before kopf calls any event handler, so the first pass never
         # sees nodes without their pools. kopf passes each index by its function's name.
         op.nodes, op.pools = kwargs["pool_nodes"], kwargs["pool_objects"]

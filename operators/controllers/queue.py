@@ -111,12 +111,12 @@ def register(registry: kopf.OperatorRegistry, ctx: kopf_runner.OperatorContext) 
         except (ApiError, OSError) as err:
             raise kopf.TemporaryError(f"cannot create the built-in queues: {err}", delay=5) from err
 
-    @kopf.index(*QUEUE_RESOURCE, registry=registry)
-    def queue_objects(name: str, body: kopf.Body, **_: Any) -> dict[str, QueueObject]:
+    @kopf.index(*QUEUE_RESOURCE, id="queue_objects", registry=registry)
+    async def queue_objects(name: str, body: kopf.Body, **_: Any) -> dict[str, QueueObject]:
         return {name: queue_object(body)}
 
     @kopf.on.event(*QUEUE_RESOURCE, registry=registry)
-    def changed(**kwargs: Any) -> None:
+    async def changed(**kwargs: Any) -> None:
         op.queues = kwargs["queue_objects"]  # kopf passes each index by its function's name
         coalescer.poke()
 

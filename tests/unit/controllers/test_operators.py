@@ -8,7 +8,7 @@ from typing import Any
 
 from operators.api import labels as L
 from operators.controllers.coalesce import Coalescer
-from operators.controllers.podgroup import GroupView, MemberPod, PodGroupOperator, group_key
+from operators.controllers.podgroup import GroupView, PodGroupOperator, group_key
 from operators.controllers.pool import PoolOperator
 from operators.controllers.pool_membership import PoolObject
 from operators.controllers.queue import QueueOperator
@@ -109,36 +109,21 @@ def test_group_key_reads_both_annotations_and_only_our_pods() -> None:
     assert group_key(pod_body("p", "g", scheduler="default-scheduler")) is None
 
 
-async def test_podgroup_pass_writes_completed_and_warns_about_missing_groups_after_grace() -> None:
-    api, events = Api(), Events()
-    now = [100.0]
+async def test_podgroup_pass_writes_completed_and_leaves_groupless_pods_alone() -> None:
+    api = Api()
     fake: Any = api
-    op = PodGroupOperator(fake, events, clock=lambda: now[0], grace=10.0)  # type: ignore[arg-type]
+    op = PodGroupOperator(fake)
     op.pods = {
-        ("ns", "done"): [
-            MemberPod("done-0", "u0", "Succeeded"),
-            MemberPod("done-1", "u1", "Succeeded"),
-        ],
-        ("ns", "nope"): [MemberPod("lost-0", "u2", "Pending")],
+        ("ns", "done"): ["Succeeded", "Succeeded"],
+        ("ns", "nope"): ["Pending"],
     }
     op.groups = {("ns", "done"): [GroupView(2, {"phase": "Running"})]}
     op.dirty = {("ns", "done"), ("ns", "nope")}
-    again = await op.reconcile()
+    assert await op.reconcile() is None
     ((path, body),) = api.patches
     assert path.endswith("/namespaces/ns/podgroups/done/status")
     assert body == {"status": {"phase": "Completed", "succeeded": 2, "failed": 0}}
-    assert events.posted == []  # still within the grace period
-    assert again == 10.0
-    now[0] = 111.0
-    await op.reconcile()
-    assert [(n, r) for n, r, _ in events.posted] == [("lost-0", "PodGroupNotFound")]
-    op.dirty = {("ns", "nope")}
-    await op.reconcile()
-    assert len(events.posted) == 1  # once per pod
-    op.pods = {}
-    op.dirty = {("ns", "nope")}
-    await op.reconcile()
-    assert op.warned == set()  # forgotten with the pod
+    assert op.dirty == set()
 
 
 async def test_coalescer_runs_once_for_a_burst_of_pokes() -> None:
@@ -160,3 +145,20 @@ async def test_coalescer_runs_once_for_a_burst_of_pokes() -> None:
     stop.set()
     await asyncio.wait_for(task, 1)
     assert len(calls) == 2
+
+
+async def test_coalescer_reruns_when_a_pass_asks_for_it_without_a_poke() -> None:
+    calls: list[int] = []
+
+    async def reconcile() -> float | None:
+        calls.append(1)
+        return 0.05 if len(calls) < 3 else None
+
+    stop = asyncio.Event()
+    c = Coalescer("t", reconcile, interval=0.01)
+    task = asyncio.create_task(c.run(stop))
+    c.poke()
+    await asyncio.sleep(0.5)
+    stop.set()
+    await asyncio.wait_for(task, 1)
+    assert len(calls) == 3
