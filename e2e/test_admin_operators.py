@@ -333,7 +333,9 @@ def test_queue_tree_flags_an_invalid_child_and_closing_waits_for_running_work(
         ).items
         assert any(e.reason == "GuaranteeOvercommitted" for e in events)
 
-        # Its sibling keeps working.
+        # The flagged queue admits nothing (the scheduler reads Valid=False as closed); its
+        # sibling keeps working.
+        core.create_namespaced_pod(namespace, pod("greedy-0", 1, {}, {L.QUEUE: "vision-greedy"}))
         custom.create_namespaced_custom_object(
             GROUP,
             VERSION,
@@ -343,7 +345,7 @@ def test_queue_tree_flags_an_invalid_child_and_closing_waits_for_running_work(
                 "apiVersion": f"{GROUP}/{VERSION}",
                 "kind": "PodGroup",
                 "metadata": {"name": "det"},
-                "spec": {"minMember": 1, "queue": "vision-detection"},
+                "spec": {"minMember": 1, "queue": "vision-detection", "pool": "gpu-pool"},
             },
         )
         core.create_namespaced_pod(
@@ -355,6 +357,7 @@ def test_queue_tree_flags_an_invalid_child_and_closing_waits_for_running_work(
             "sibling's pod bound",
             operators,
         )
+        assert not core.read_namespaced_pod("greedy-0", namespace).spec.node_name
 
         # Closing with work running: Closing, then Closed when the work has finished.
         custom.patch_cluster_custom_object(

@@ -25,7 +25,6 @@ import aiohttp
 
 from operators.api import labels as L
 from operators.api.quantity import format_quantity
-from operators.controllers import podgroup_phase
 from operators.runtime import records as R
 from operators.runtime.cache import FINISHED_PHASES, SchedulerCache
 from operators.runtime.client import ApiError, KubeClient
@@ -348,15 +347,6 @@ class StatusWriter:
                 continue
             counts = count_members(self.cache, rec.uid)
             old = dict(rec.status)
-            stopped = podgroup_phase.count(m.phase for m in self.cache.members(rec.uid))
-            if podgroup_phase.finished_phase(grp.min_member, stopped) is not None:
-                # Every member stopped: the phase is the podgroup operator's; only the counts
-                # are ours.
-                tally = {"running": counts.running, "pending": counts.pending}
-                if any(old.get(k) != v for k, v in tally.items()):
-                    self._spawn(rec.uid, _group_status_path(key), {"status": tally})
-                    written += 1
-                continue
             phase = next_phase(grp.phase, decided.get(rec.uid), grp.min_member, counts)
             desired: dict[str, Any] = {
                 "phase": phase.value,
@@ -391,7 +381,12 @@ class StatusWriter:
                     continue
             self._last_message_write[rec.uid] = now
             self.cache.expect_group_status(rec.uid, desired)
-            self._spawn(rec.uid, _group_status_path(key), {"status": desired})
+            body = dict(desired)
+            if desired["phase"] == old.get("phase"):
+                # A phase we do not change is not re-sent: the podgroup operator may have just
+                # written Completed/Failed, which our view has not caught up with yet.
+                del body["phase"]
+            self._spawn(rec.uid, _group_status_path(key), {"status": body})
             written += 1
             if missing_pool and self._warn is not None and not _has_true(old, "PoolFallback"):
                 self._warn(rec.uid, POOL_NOT_FOUND, pool_fallback_message(missing_pool))

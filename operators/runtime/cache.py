@@ -349,10 +349,7 @@ class SchedulerCache:
         if rec.node_name:
             # Whether it counts as foreign depends on _managed, which may just have changed.
             self._dirty_nodes.add(rec.node_name)
-        if not self._managed(rec) or (rec.terminal and not rec.group_name):
-            # A finished plain pod holds nothing and its one-pod group has ended with it: drop
-            # the bookkeeping now, or the group would count as Running in its queue (and keep a
-            # Closing queue from closing) until someone deletes the pod.
+        if not self._managed(rec):
             self._tasks.pop(rec.uid, None)
             self._implicit.pop(rec.uid, None)
             return

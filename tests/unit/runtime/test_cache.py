@@ -219,13 +219,3 @@ def test_a_finished_groups_pods_keep_their_node_until_gone_and_reserve_nothing()
     h.delete_pod("d-1")
     n1 = h.cache.snapshot(2.0).nodes[0]
     assert n1.foreign_used.get("nvidia.com/gpu", 0) == 0
-
-
-def test_a_finished_plain_pod_leaves_no_implicit_group_behind() -> None:
-    h = Harness()
-    h.pod(pod("web", node="n1", phase="Running"))
-    assert [g.name for g in h.cache.snapshot(0.0).groups] == ["web"]
-    h.pod(pod("web", node="n1", phase="Succeeded"))
-    snap = h.cache.snapshot(0.0)
-    assert snap.groups == ()
-    assert snap.tasks == ()
