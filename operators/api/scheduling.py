@@ -216,8 +216,9 @@ class NodeSelector(SluiceModel):
 
 
 _SELECTOR_NOT_EMPTY = (
-    "(has(self.nodeSelector.matchLabels) && size(self.nodeSelector.matchLabels) > 0) || "
-    "(has(self.nodeSelector.matchExpressions) && size(self.nodeSelector.matchExpressions) > 0)"
+    "(has(self.spec.nodeSelector.matchLabels) && size(self.spec.nodeSelector.matchLabels) > 0)"
+    " || (has(self.spec.nodeSelector.matchExpressions) && "
+    "size(self.spec.nodeSelector.matchExpressions) > 0)"
 )
 
 
@@ -226,7 +227,8 @@ class PoolSpec(SluiceModel):
 
     node_selector: NodeSelector = Field(
         description="Which nodes belong to this pool; must not be empty (an empty selector would "
-        "claim every node; unclaimed nodes are the built-in `default` pool already)."
+        "claim every node; unclaimed nodes are the built-in `default` pool already). The "
+        "built-in `default` Pool, which the pool operator creates, has an empty one."
     )
     disable_sharing: bool = Field(
         default=False, description="Other pools' tasks may not borrow nodes of this pool."
@@ -238,21 +240,8 @@ class PoolSpec(SluiceModel):
         default=False, description="Nothing running in this pool is ever preempted."
     )
 
-    cel_rules: ClassVar = (
-        Rule(
-            _SELECTOR_NOT_EMPTY,
-            "spec.nodeSelector must not be empty: give matchLabels or matchExpressions "
-            "(nodes no pool claims are in the built-in default pool)",
-            field_path=".nodeSelector",
-        ),
-    )
-
-    @model_validator(mode="after")
-    def _selector_not_empty(self) -> PoolSpec:
-        sel = self.node_selector
-        if not sel.match_labels and not sel.match_expressions:
-            raise ValueError(self.cel_rules[0].message)
-        return self
+    def selects_something(self) -> bool:
+        return bool(self.node_selector.match_labels or self.node_selector.match_expressions)
 
 
 class PoolConditionType(StrEnum):
@@ -307,11 +296,19 @@ class Pool(Resource):
         PrinterColumn("Disable-Preemption", ".spec.disablePreemption", "boolean", priority=1),
         AGE,
     )
+    # `default` exists as an object only so its status can be shown; the pool operator creates
+    # it with an empty selector, which is never evaluated (it holds the nodes no pool claims).
     cel_rules: ClassVar = (
         Rule(
-            f"self.metadata.name != '{labels.DEFAULT_POOL}'",
-            "metadata.name: `default` is the built-in pool of unclaimed nodes; "
-            "name your pool differently",
+            f"self.metadata.name == '{labels.DEFAULT_POOL}' || {_SELECTOR_NOT_EMPTY}",
+            "spec.nodeSelector must not be empty: give matchLabels or matchExpressions "
+            "(nodes no pool claims are in the built-in default pool)",
+            field_path=".spec.nodeSelector",
+        ),
+        Rule(
+            f"self.metadata.name != '{labels.DEFAULT_POOL}' || !({_SELECTOR_NOT_EMPTY})",
+            "metadata.name: `default` is the built-in pool of unclaimed nodes; it selects "
+            "nothing itself, so name your pool differently",
             field_path=".metadata.name",
         ),
     )
@@ -322,9 +319,12 @@ class Pool(Resource):
     status: PoolStatus | None = None
 
     @model_validator(mode="after")
-    def _not_default(self) -> Pool:
-        if self.metadata.name == labels.DEFAULT_POOL:
+    def _selector_fits_name(self) -> Pool:
+        built_in = self.metadata.name == labels.DEFAULT_POOL
+        if not built_in and not self.spec.selects_something():
             raise ValueError(self.cel_rules[0].message)
+        if built_in and self.spec.selects_something():
+            raise ValueError(self.cel_rules[1].message)
         return self
 
 

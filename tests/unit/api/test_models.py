@@ -339,3 +339,8 @@ def test_times_must_carry_a_timezone() -> None:
     naive = datetime(2026, 1, 1)  # noqa: DTZ001
     with pytest.raises(ValidationError, match="timezone"):
         Condition(type="Valid", status=ConditionStatus.TRUE, last_transition_time=naive)
+
+
+def test_the_built_in_default_pool_is_valid_with_an_empty_selector_only() -> None:
+    pool = Pool.model_validate({"metadata": {"name": "default"}, "spec": {"nodeSelector": {}}})
+    assert not pool.spec.selects_something()
