@@ -135,6 +135,21 @@ def pod_body(group: int, index: int) -> dict[str, Any]:
     }
 
 
+def _text(path: pathlib.Path) -> str:
+    return path.read_text(errors="replace") if path.exists() else ""
+
+
+async def started_up(log_path: pathlib.Path, within: float = 300) -> None:
+    """Wait until each operator has logged its start (importing kopf is slow on a busy box)."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if all(f"operator {name} started" in _text(log_path) for name in OPERATORS):
+            await asyncio.sleep(3)  # the initial listing
+            return
+        await asyncio.sleep(0.5)
+    raise TimeoutError(f"the operators did not start within {within:.0f} s ({log_path})")
+
+
 async def completed(client: KubeClient) -> int:
     groups, _ = await client.list(f"{API}/namespaces/{NAMESPACE}/podgroups")
     return sum((g.get("status") or {}).get("phase") == "Completed" for g in groups)
@@ -163,8 +178,9 @@ async def bench(
             asyncio.create_task(watch_kind(client, kind, f"{API}/{kind}", log))
             for kind in ("pools", "queues", "podgroups")
         ]
-        started = time.monotonic()
         try:
+            await started_up(logs / "operators.log")
+            started = time.monotonic()
             size = max(1, pods // groups)
             await gather_bounded(
                 32,

@@ -74,8 +74,9 @@ def status_patch(
     new_phase = operator_phase(phase, min_member, members)
     if new_phase is not None:
         patch["phase"] = new_phase.value
-    if current.get("succeeded") != members.succeeded:
+    # Absent counts read as 0, so a new group costs no write until a member stops.
+    if (current.get("succeeded") or 0) != members.succeeded:
         patch["succeeded"] = members.succeeded
-    if current.get("failed") != members.failed:
+    if (current.get("failed") or 0) != members.failed:
         patch["failed"] = members.failed
     return patch or None

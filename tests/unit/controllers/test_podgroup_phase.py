@@ -38,10 +38,8 @@ def test_operator_writes_only_finished_phases_and_hands_back_on_new_pods() -> No
 
 def test_status_patch_counts_and_phase() -> None:
     patch = status_patch({"phase": "Running", "running": 2}, 2, MemberCounts(succeeded=2))
-    assert patch == {"phase": "Completed", "succeeded": 2, "failed": 0}
+    assert patch == {"phase": "Completed", "succeeded": 2}
     again = {"phase": "Completed", "succeeded": 2, "failed": 0}
     assert status_patch(again, 2, MemberCounts(succeeded=2)) is None
-    assert status_patch({"phase": "Bogus"}, 1, MemberCounts(active=1)) == {
-        "succeeded": 0,
-        "failed": 0,
-    }
+    assert status_patch({"phase": "Bogus"}, 1, MemberCounts(active=1)) is None
+    assert status_patch({}, 2, MemberCounts(active=1, failed=1)) == {"failed": 1}
