@@ -271,6 +271,15 @@ def assert_no_gpu_shared(core: client.CoreV1Api) -> None:
         assert len(ids) <= NODE_GPUS
 
 
+def gpu_node_names(core: client.CoreV1Api) -> list[str]:
+    """The dev cluster's ordinary GPU nodes (8 cards, no taint), by name."""
+    return sorted(
+        n.metadata.name
+        for n in core.list_node().items
+        if int((n.status.allocatable or {}).get(GPU, 0)) == NODE_GPUS and not n.spec.taints
+    )
+
+
 def bind_by_hand(core: client.CoreV1Api, ns: str, name: str) -> None:
     """POST a Binding for a 1-GPU pod to a free card of a GPU node, as a scheduler that dies
     right after it would have."""
@@ -278,12 +287,7 @@ def bind_by_hand(core: client.CoreV1Api, ns: str, name: str) -> None:
     for p in core.list_pod_for_all_namespaces().items:
         if p.spec.node_name and p.status.phase not in ("Succeeded", "Failed"):
             held[p.spec.node_name] |= gpu_ids(p)
-    gpu_nodes = sorted(
-        n.metadata.name
-        for n in core.list_node().items
-        if int((n.status.allocatable or {}).get(GPU, 0)) == NODE_GPUS and not n.spec.taints
-    )
-    node = min(gpu_nodes, key=lambda n: len(held[n]))
+    node = min(gpu_node_names(core), key=lambda n: len(held[n]))
     card = min(set(range(NODE_GPUS)) - held[node])
     binding = client.V1Binding(
         metadata=client.V1ObjectMeta(name=name, annotations={GPU_IDS: str(card)}),
@@ -472,7 +476,7 @@ def test_sigkill_mid_binding_then_restart(
         # Kill once a few bindings are through; the rest are still being POSTed one by one.
         wait_for(
             lambda: sched.metric("sluice_pods_bound_total", missing=0.0) >= 8,
-            30,
+            60,
             "bindings",
             sched,
             0.005,
@@ -829,3 +833,42 @@ def test_missing_pool_falls_back_loudly_and_a_cut_off_queue_admits_nothing(
             custom.delete_cluster_custom_object(
                 "scheduling.sluice.dev", "v1alpha1", "queues", orphan_queue
             )
+
+
+def test_a_finished_groups_pods_keep_their_gpus_until_gone(
+    core: client.CoreV1Api,
+    custom: client.CustomObjectsApi,
+    namespace: str,
+    start_scheduler: Callable[..., Scheduler],
+    free_nodes: int,
+) -> None:
+    """A Completed group's pod that still runs (a side task still stopping) holds its GPUs: a
+    new pod for the same node waits until it is gone, instead of getting the same cards."""
+    target = min(set(gpu_node_names(core)) - busy_gpu_nodes(core))
+
+    def on_target(name: str, group: str = "") -> dict[str, Any]:
+        body = pod(name, NODE_GPUS, group=group)
+        body["spec"]["nodeSelector"] = {profiles.HOSTNAME_LABEL: target}
+        return body
+
+    sched = start_scheduler()
+    sched.wait_ready()
+    group_api = ("scheduling.sluice.dev", "v1alpha1", namespace, "podgroups")
+    custom.create_namespaced_custom_object(*group_api, podgroup("done", 1))
+    core.create_namespaced_pod(namespace, on_target("done-0", group="done"))
+    wait_for(lambda: bound(core, namespace, "done-"), 30, "done-0 bound", sched)
+    # What the PodGroup operator writes when the job's main task completes.
+    custom.patch_namespaced_custom_object_status(
+        *group_api, "done", {"status": {"phase": "Completed"}}
+    )
+    core.create_namespaced_pod(namespace, on_target("next-0"))
+
+    def waiting_message() -> str | None:
+        assert not bound(core, namespace, "next-"), "the finished group's GPUs were given again"
+        conds = core.read_namespaced_pod_status("next-0", namespace).status.conditions or []
+        return next((c.message for c in conds if c.type == "PodScheduled"), None)
+
+    wait_for(waiting_message, 30, "next-0 told why it waits", sched)
+    core.delete_namespaced_pod("done-0", namespace, grace_period_seconds=0)
+    wait_for(lambda: bound(core, namespace, "next-"), 30, "next-0 bound once done-0 is gone", sched)
+    assert_no_gpu_shared(core)
