@@ -305,6 +305,7 @@ def queue(name: str, parent: str, gpus: int) -> dict[str, Any]:
 
 def test_queue_tree_flags_an_invalid_child_and_closing_waits_for_running_work(
     samples: None,
+    kubectl: Any,
     core: client.CoreV1Api,
     custom: client.CustomObjectsApi,
     namespace: str,
@@ -327,6 +328,9 @@ def test_queue_tree_flags_an_invalid_child_and_closing_waits_for_running_work(
         wait_for(lambda: valid("vision-greedy") == "False", "greedy child flagged", operators)
         why = condition(status(custom, "queues", "vision-greedy"), "Valid")
         assert why["reason"] == "GuaranteeOvercommitted"
+        table = kubectl("get", "queues", "vision-greedy").stdout.splitlines()
+        assert "VALID" in table[0].split()
+        assert "False" in table[1].split()
         assert all(valid(n) == "True" for n in SAMPLE_QUEUES)
         events = core.list_namespaced_event(
             "default", field_selector="involvedObject.name=vision-greedy"

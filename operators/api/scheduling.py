@@ -554,6 +554,11 @@ class Queue(Resource):
         PrinterColumn("Parent", ".spec.parent"),
         PrinterColumn("Weight", ".spec.weight", "integer"),
         PrinterColumn("State", ".status.state"),
+        PrinterColumn(
+            "Valid",
+            '.status.conditions[?(@.type=="Valid")].status',
+            description="False: a rule of the queue tree is broken; the queue admits nothing new",
+        ),
         PrinterColumn("Pending", ".status.pending", "integer"),
         PrinterColumn("Inqueue", ".status.inqueue", "integer"),
         PrinterColumn("Running", ".status.running", "integer"),
