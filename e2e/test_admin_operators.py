@@ -68,6 +68,15 @@ class Operators:
 @pytest.fixture(scope="module")
 def operators(cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operators]:
     ops = Operators(str(cluster.kubeconfig), tmp_path_factory.mktemp("ops") / "operators.log")
+    # Importing kopf can take long on a busy machine: the tests' waits start once all are up.
+    wait_for(
+        lambda: all(
+            f"operator {n} started" in ops.log(10_000) for n in ("pool", "queue", "podgroup")
+        ),
+        "the pool, queue and podgroup operators to start",
+        ops,
+        timeout=300,
+    )
     yield ops
     ops.stop()
     sys.stderr.write(f"\n----- {ops.log_path} -----\n{ops.log(200)}\n")
