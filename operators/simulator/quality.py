@@ -80,7 +80,7 @@ def run_matrix(traces: list[str], policies: list[str], seeds: list[int], path: P
                 )
 
 
-LINGJUN_POLICIES = ("Sluice", "FIFO+random", "FIFO+best-fit")
+LINGJUN_POLICIES = ("Sluice", "Sluice, ToR-hard", "FIFO+random", "FIFO+best-fit")
 
 
 def lingjun_config(policy: str) -> tuple[SessionConfig, replay.GroupShaper]:
@@ -88,6 +88,8 @@ def lingjun_config(policy: str) -> tuple[SessionConfig, replay.GroupShaper]:
     the same queueing (the core's gang FIFO with backfill), placement by one scorer alone."""
     if policy == "Sluice":
         return SessionConfig(), replay.soft_topology
+    if policy == "Sluice, ToR-hard":
+        return SessionConfig(), replay.tor_first
     only = SessionConfig(binpack_weight=0.0, topology_weight=0.0, fragmentation_weight=0.0)
     if policy == "FIFO+random":
         return dataclasses.replace(
@@ -115,7 +117,9 @@ def run_lingjun(policies: list[str], path: Path, limit: int | None, compress: fl
             "seconds": round(time.perf_counter() - started, 1),
         }
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(done, indent=1) + "\n")
+        # Merge with what is on disk now: replays of other policies may run side by side.
+        current = json.loads(path.read_text()) if path.is_file() else {}
+        path.write_text(json.dumps({**current, key: done[key]}, indent=1) + "\n")
         sys.stderr.write(f"lingjun {key}: {done[key]}\n")
 
 

@@ -153,6 +153,14 @@ def soft_topology(pg: PodGroup) -> PodGroup:
     return dataclasses.replace(pg, network_topology=NetworkTopology(TopologyMode.SOFT, ""))
 
 
+def tor_first(pg: PodGroup, tor_nodes: int = GPUS_PER_NODE) -> PodGroup:
+    """Gangs of at most ``tor_nodes`` pods (what the largest ToR holds) insist on one ToR and
+    wait for one; larger gangs ask softly for the finest domain that holds them."""
+    if 1 < pg.min_member <= tor_nodes:
+        return dataclasses.replace(pg, network_topology=NetworkTopology(TopologyMode.HARD, "tor"))
+    return soft_topology(pg)
+
+
 def hard_topology(pg: PodGroup) -> PodGroup:
     """Insist on one aggregation switch (the coarsest tier): wait rather than spread wider."""
     return dataclasses.replace(pg, network_topology=NetworkTopology(TopologyMode.HARD, ""))

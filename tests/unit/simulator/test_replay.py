@@ -82,3 +82,16 @@ def test_cli_simulate_prints_the_replay_summary(
     assert "2 / 2" in out  # jobs finished
     assert "average / p95 queueing delay" in out
     assert plot.stat().st_size > 0
+
+
+def test_tor_first_waits_for_one_tor_where_soft_spreads() -> None:
+    # ToR t0 has two nodes, t1 one. A long one-node job takes t0-n0; a two-node gang then fits
+    # in no single ToR: soft spreads it over both ToRs at once, ToR-hard waits for t0.
+    nodes = (*_clos(1, 2), replay.gpu_node("t1-n0", {replay.TOR_LABEL: "t1"}))
+    jobs = [TraceJob("j0", 0.0, 8, 1000.0), TraceJob("j1", 1.0, 16, 10.0)]
+    soft = replay.Replay(nodes, jobs, SessionConfig(), shape=replay.soft_topology).run()
+    assert soft[1].start == 1.0
+    assert set(soft[1].nodes) == {"t0-n1", "t1-n0"}
+    hard = replay.Replay(nodes, jobs, SessionConfig(), shape=replay.tor_first).run()
+    assert hard[1].start == 1000.0
+    assert set(hard[1].nodes) == {"t0-n0", "t0-n1"}
