@@ -83,7 +83,8 @@ class Scheduler:
         except OSError:
             return 0, ""
 
-    def wait_ready(self, timeout: float = 30) -> None:
+    def wait_ready(self, timeout: float = 90) -> None:
+        # A hang detector, not a speed check: a loaded 2-core machine needs ~30 s to import.
         wait_for(lambda: self.get("/readyz")[0] == 200, timeout, "scheduler /readyz", self)
 
     def metric(self, name: str, missing: float | None = None) -> float:
