@@ -53,6 +53,11 @@ OPERATORS: dict[str, OperatorEntry] = {
             "operators.controllers.podgroup:main",
             "PodGroup Completed/Failed and succeeded/failed counts from the pods",
         ),
+        OperatorEntry(
+            "jobs",
+            "operators.controllers.jobs:main",
+            "HybridJob and VCJob -> one PodGroup + pods (job core, policies, plugins, presets)",
+        ),
     )
 }
 

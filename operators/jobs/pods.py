@@ -43,23 +43,8 @@ def job_labels(job: JobShape) -> dict[str, str]:
     return {L.JOB_NAME: job.name, L.JOB_KIND: job.kind, L.MANAGED_BY: MANAGER}
 
 
-def _merge_env(container: dict[str, Any], env: Mapping[str, str]) -> None:
-    have = {e.get("name") for e in container.get("env") or ()}
-    extra = [{"name": k, "value": v} for k, v in env.items() if k not in have]
-    if extra:
-        container["env"] = [*(container.get("env") or []), *extra]
-
-
-def pod_body(
-    job: JobShape,
-    task: TaskShape,
-    index: int,
-    version: int,
-    env: Mapping[str, str] | None = None,
-    hostnames: bool = False,
-) -> dict[str, Any]:
-    """The pod for one replica index. `env` is added to every container (user values win);
-    `hostnames` gives the pod a stable DNS name `<pod>.<job>` through the job's headless Service."""
+def pod_body(job: JobShape, task: TaskShape, index: int, version: int) -> dict[str, Any]:
+    """The pod for one replica index (plugins add to it: `presets.decorate`)."""
     template = copy.deepcopy(dict(task.template))
     meta = dict(template.get("metadata") or {})
     spec = dict(template.get("spec") or {})
@@ -77,13 +62,6 @@ def pod_body(
     }
     if not spec.get("schedulerName"):
         spec["schedulerName"] = job.scheduler_name or L.SCHEDULER_NAME
-    if hostnames:
-        spec.setdefault("hostname", name)
-        spec.setdefault("subdomain", job.name)
-    if env:
-        for key in ("initContainers", "containers"):
-            for container in spec.get(key) or ():
-                _merge_env(container, env)
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -98,13 +76,27 @@ def pod_body(
     }
 
 
+def gang_tasks(job: JobShape) -> list[TaskShape]:
+    """Tasks whose pods are created up front, so they can form the gang: a task that waits for
+    its dependencies (dependsOn) cannot be part of it (its pods do not exist yet)."""
+    return [t for t in job.tasks if not t.depends_on]
+
+
+def gang_min(job: JobShape) -> int:
+    """The PodGroup's minMember: the job's minimum, capped by what the up-front tasks can give."""
+    upfront = gang_tasks(job)
+    if len(upfront) == len(job.tasks):
+        return job.min_available
+    return min(job.min_available, sum(t.replicas for t in upfront))
+
+
 def gang_order(job: JobShape) -> list[tuple[TaskShape, int]]:
     """The pods that make up the gang minimum, as (task, count), in the order they count:
-    each task's own minimum first (higher priority first), then the rest of minAvailable filled
+    each task's own minimum first (higher priority first), then the rest of minMember filled
     from the remaining replicas in the same order (Volcano's rule for minResources)."""
-    ordered = sorted(job.tasks, key=lambda t: -t.priority)
+    ordered = sorted(gang_tasks(job), key=lambda t: -t.priority)
     chosen = [(t, t.min_available) for t in ordered if t.min_available > 0]
-    missing = job.min_available - sum(n for _, n in chosen)
+    missing = gang_min(job) - sum(n for _, n in chosen)
     for t in ordered:
         if missing <= 0:
             break
@@ -119,8 +111,8 @@ def podgroup_spec(job: JobShape, extra: Mapping[str, Any]) -> dict[str, Any]:
     """PodGroup spec fields that follow from the job's shape; `extra` adds the ones copied from
     the job spec (queue, pool, priorityClassName, networkTopology, preemption, minResources)."""
     spec: dict[str, Any] = {
-        "minMember": job.min_available,
-        "minTaskMember": {t.name: t.min_available for t in job.tasks},
+        "minMember": gang_min(job),
+        "minTaskMember": {t.name: t.min_available for t in gang_tasks(job)},
     }
     if job.elastic:
         spec["replicaSpecs"] = [

@@ -42,7 +42,7 @@ from operators.jobs.shape import JobShape, TaskShape
 from operators.jobs.tables import Facts, Kill, TaskFacts
 from operators.jobs.translog import Log, TransitionRec
 
-ADMITTED_GROUP_PHASES: Final = frozenset({"Inqueue", "Running", "Unknown", "Completed"})
+ADMITTED_GROUP_PHASES: Final = frozenset({"Inqueue", "Running", "Unknown"})
 SMALL_JOB: Final = 256
 """Up to this many pods, every replica transition is also posted as an Event (and every pod gets
 a status row); beyond, only the ones that need attention (failed, evicted, restarting)."""
@@ -580,7 +580,7 @@ def _plan(
     for rec in added:
         kind = "Warning" if rec.to in _WARNING_TARGETS else "Normal"
         subject = {Lv.JOB: "job", Lv.TASK: "task", Lv.REPLICA: "pod"}[rec.level]
-        text = f"{subject} {rec.name}: {rec.from_ or '-'} -> {rec.to}"
+        text = f"#{rec.seq} {subject} {rec.name}: {rec.from_ or '-'} -> {rec.to}"
         if rec.reason:
             text += f" ({rec.reason})"
         if rec.message:

@@ -1,0 +1,420 @@
+"""The `jobs` operator: HybridJob and VCJob -> one PodGroup + pods, through the job core.
+
+`python -m operators jobs [flags]` (or under `all`). Flags/variables: see
+`operators.controllers.kopf_runner.KopfSettings` (prefix `--jobs-`, `SLUICE_JOBS_`).
+
+How it follows kopf's advice for scale (no handler writes to Pods, nothing persists per event):
+- pods of jobs are watched with `@kopf.index` (job -> its pods) and `@kopf.on.event` (which only
+  marks the job dirty and notes pods that disappeared without us deleting them);
+- jobs and PodGroups are watched with `@kopf.on.event` too: no progress or diff-base annotations
+  are written, no finalizers are added; the job's status (written by us) is the only state;
+- a reconcile worker takes dirty jobs, at most one reconcile per job at a time and at most one
+  per `STATUS_INTERVAL` per job, so status writes coalesce to about one per job per second under
+  churn, and creates/deletes pods with bounded concurrency.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Final
+
+import kopf
+import pydantic
+
+from operators.api import labels as L
+from operators.api.batch import HybridJob, JobPhase, VCJob
+from operators.controllers import jobs_apply as AP
+from operators.controllers.jobs_plugins import Plugins
+from operators.controllers.kopf_runner import KopfOperator, OperatorContext
+from operators.controllers.kopf_runner import main as run_operator
+from operators.jobs import pods as P
+from operators.jobs import presets
+from operators.jobs.observed import GroupObs, PodObs, group_obs, pod_obs
+from operators.jobs.reconcile import Event, Memory, Observed, Plan, reconcile
+from operators.jobs.shape import JobShape, from_hybridjob, from_vcjob
+from operators.runtime.events import EventRecorder
+
+log = logging.getLogger(__name__)
+
+STATUS_INTERVAL: Final = 1.0
+"""Seconds between two reconciles (and so status writes) of one job."""
+RECONCILE_CONCURRENCY: Final = 16
+POD_CONCURRENCY: Final = 32
+"""Pod creates/deletes in flight at once, over all jobs."""
+RECHECK_PROBLEMS: Final = 30.0
+"""Seconds before a missing queue, pool, PriorityClass or sink is looked for again."""
+RETRY_AFTER_ERROR: Final = 5.0
+FORGET_DELETES: Final = 300.0
+"""Seconds after which a delete whose DELETED event never came (the pod was already gone) is
+forgotten."""
+FINISHED_GROUP: Final = frozenset({"Completed", "Failed"})
+WAITING_FOR_ADMISSION: Final = frozenset({None, JobPhase.PENDING, JobPhase.RESTARTING})
+
+Key = tuple[str, str, str]  # kind, namespace, name
+
+
+@dataclass
+class JobState:
+    body: dict[str, Any]
+    memory: Memory | None = None
+    written: dict[str, Any] | None = None  # the status this process last wrote
+    gone: list[PodObs] = field(default_factory=list)
+    deleting: dict[str, float] = field(default_factory=dict)
+    """uids of pods we deleted -> when; until their DELETED event arrives (or it is long ago)."""
+    problems: dict[str, tuple[str, str]] = field(default_factory=dict)
+    checked: tuple[int, float] = (-1, 0.0)  # (generation, time) of the last bad-input check
+    rejected: dict[str, tuple[str, str]] = field(default_factory=dict)
+    group_spec: dict[str, Any] | None = None
+    group_created: bool = False
+
+
+def key_of(body: Mapping[str, Any]) -> Key:
+    meta = body.get("metadata") or {}
+    return (str(body.get("kind")), str(meta.get("namespace")), str(meta.get("name")))
+
+
+def shape_of(body: Mapping[str, Any]) -> JobShape:
+    if body.get("kind") == "HybridJob":
+        return from_hybridjob(HybridJob.model_validate(body))
+    return from_vcjob(VCJob.model_validate(body))
+
+
+class JobsController:
+    def __init__(self, ctx: OperatorContext) -> None:
+        self.ctx = ctx
+        self.apply = AP.Applier(ctx.client, POD_CONCURRENCY)
+        self.events = EventRecorder(ctx.client, "sluice-jobs")
+        self.plugins = Plugins(ctx.client)
+        self.jobs: dict[Key, JobState] = {}
+        self.groups: dict[tuple[str, str], GroupObs] = {}
+        self.group_specs: dict[tuple[str, str], dict[str, Any]] = {}
+        self.pods: kopf.Index[Key, PodObs] | None = None
+        self.dirty: set[Key] = set()
+        self.not_before: dict[Key, float] = {}
+        self.timers: dict[Key, float] = {}
+        self.running: set[Key] = set()
+        self.wake = asyncio.Event()
+        self._sem = asyncio.Semaphore(RECONCILE_CONCURRENCY)
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    # -- watch side ---------------------------------------------------------------------------
+
+    def mark(self, key: Key) -> None:
+        if key in self.jobs:
+            self.dirty.add(key)
+            self.wake.set()
+
+    def on_job(self, event_type: str, body: Mapping[str, Any]) -> None:
+        key = key_of(body)
+        if event_type == "DELETED":
+            self.forget(key)
+            return
+        state = self.jobs.get(key)
+        if state is None or state.body.get("metadata", {}).get("uid") != body["metadata"].get(
+            "uid"
+        ):
+            self.jobs[key] = JobState(dict(body))
+            self.mark(key)
+            return
+        old_generation = state.body.get("metadata", {}).get("generation")
+        state.body = dict(body)
+        delivered = int((body.get("status") or {}).get("transitionsDelivered") or 0)
+        if state.memory is not None and delivered > state.memory.log.delivered:
+            state.memory = replace(state.memory, log=replace(state.memory.log, delivered=delivered))
+        if body["metadata"].get("generation") != old_generation or state.memory is None:
+            self.mark(key)
+
+    def forget(self, key: Key) -> None:
+        state = self.jobs.pop(key, None)
+        if state is not None:
+            self.plugins.forget(str(state.body["metadata"].get("uid")))
+        self.dirty.discard(key)
+        self.not_before.pop(key, None)
+        self.timers.pop(key, None)
+
+    def on_pod(self, event_type: str, body: Mapping[str, Any]) -> None:
+        meta = body.get("metadata") or {}
+        job_labels = meta.get("labels") or {}
+        key = (
+            str(job_labels.get(L.JOB_KIND, "")),
+            str(meta.get("namespace")),
+            str(job_labels.get(L.JOB_NAME)),
+        )
+        state = self.jobs.get(key)
+        if state is None:
+            return
+        if event_type == "DELETED":
+            uid = str(meta.get("uid"))
+            if state.deleting.pop(uid, None) is None:
+                state.gone.append(pod_obs(body))
+        self.mark(key)
+
+    def on_group(self, event_type: str, body: Mapping[str, Any]) -> None:
+        meta = body.get("metadata") or {}
+        gkey = (str(meta.get("namespace")), str(meta.get("name")))
+        if event_type == "DELETED":
+            self.groups.pop(gkey, None)
+            self.group_specs.pop(gkey, None)
+        else:
+            self.groups[gkey] = group_obs(body)
+            self.group_specs[gkey] = dict(body.get("spec") or {})
+        for owner in meta.get("ownerReferences") or ():
+            if owner.get("kind") in AP.PLURALS:
+                key = (str(owner["kind"]), gkey[0], str(owner.get("name")))
+                state = self.jobs.get(key)
+                if state is not None and event_type == "DELETED":
+                    state.group_created = False  # deleted by someone: create it again
+                self.mark(key)
+
+    # -- worker -------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        while not self.ctx.stop.is_set():
+            now = time.monotonic()
+            for key, due in list(self.timers.items()):
+                if due <= now:
+                    del self.timers[key]
+                    self.mark(key)
+            ready = [
+                k
+                for k in self.dirty
+                if k not in self.running and self.not_before.get(k, 0.0) <= now
+            ]
+            for key in ready:
+                self.dirty.discard(key)
+                self.running.add(key)
+                task = asyncio.create_task(self._run_one(key), name=f"reconcile-{key[2]}")
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+            waits = list(self.timers.values())
+            waits += [self.not_before.get(k, now) for k in self.dirty if k not in self.running]
+            timeout = max(0.05, min(waits) - now) if waits else None
+            self.wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.wake.wait(), timeout)
+
+    async def stop(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def _run_one(self, key: Key) -> None:
+        try:
+            async with self._sem:
+                await self.reconcile(key)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("reconciling %s %s/%s failed; retrying", *key)
+            self.timers[key] = time.monotonic() + RETRY_AFTER_ERROR
+        finally:
+            self.running.discard(key)
+            self.not_before[key] = time.monotonic() + STATUS_INTERVAL
+            self.wake.set()
+
+    def _pods_of(self, key: Key) -> list[PodObs]:
+        if self.pods is None:
+            return []
+        try:
+            return list(self.pods[key])
+        except KeyError:
+            return []
+
+    async def _check_input(self, state: JobState, shape: JobShape) -> None:
+        """Missing queue, pool, PriorityClass or sink: conditions on this job (re-checked)."""
+        generation = int(state.body["metadata"].get("generation") or 0)
+        last_gen, last_at = state.checked
+        now = time.monotonic()
+        if last_gen == generation and (not state.problems or now - last_at < RECHECK_PROBLEMS):
+            return
+        spec = state.body.get("spec") or {}
+        wanted: list[tuple[str, str, str]] = []
+        queue, pool, pc = spec.get("queue"), spec.get("pool"), spec.get("priorityClassName")
+        if queue and queue != L.DEFAULT_QUEUE:
+            wanted.append(("QueueNotFound", f"{AP.SCHED}/queues/{queue}", f"queue {queue}"))
+        if pool and pool != L.DEFAULT_POOL:
+            wanted.append(("PoolNotFound", f"{AP.SCHED}/pools/{pool}", f"pool {pool}"))
+        if pc:
+            path = f"/apis/scheduling.k8s.io/v1/priorityclasses/{pc}"
+            wanted.append(("PriorityClassNotFound", path, f"PriorityClass {pc}"))
+        for hook in spec.get("hooks") or ():
+            sink = hook.get("sink")
+            path = f"/apis/events.sluice.dev/v1alpha1/eventsinks/{sink}"
+            wanted.append(("SinkNotFound", path, f"EventSink {sink}"))
+        problems: dict[str, tuple[str, str]] = {}
+        for reason, path, what in wanted:
+            if await self.apply.exists(path) is False:
+                old = problems.get(reason)
+                text = f"{what} does not exist"
+                problems[reason] = ("Valid", f"{old[1]}; {text}" if old else text)
+        state.problems = problems
+        state.checked = (generation, now)
+        if problems:
+            self.timers[key_of(state.body)] = now + RECHECK_PROBLEMS
+
+    async def reconcile(self, key: Key) -> None:
+        state = self.jobs.get(key)
+        if state is None:
+            return
+        body = state.body
+        if body.get("metadata", {}).get("deletionTimestamp"):
+            return  # owner references take the pods and the group with the job
+        try:
+            shape = shape_of(body)
+        except pydantic.ValidationError as err:
+            self._post(body, [Event("Warning", "InvalidSpec", str(err)[:1024])])
+            return
+        await self._check_input(state, shape)
+        memory = state.memory or Memory.from_status(body.get("status"))
+        gkey = (shape.namespace, P.group_name(shape))
+        await self._ensure_group(state, shape, gkey, memory)
+        gone, state.gone = state.gone, []
+        now = time.monotonic()
+        for uid, at in list(state.deleting.items()):
+            if now - at > FORGET_DELETES:
+                del state.deleting[uid]
+        obs = Observed(
+            pods=tuple(self._pods_of(key)),
+            gone=tuple(gone),
+            group=self.groups.get(gkey),
+            deleting=frozenset(state.deleting),
+            problems={**state.problems, **state.rejected},
+            hooks=bool((body.get("spec") or {}).get("hooks")),
+        )
+        plan = reconcile(shape, memory, obs, time.time())
+        await self._apply(key, state, shape, plan)
+
+    async def _ensure_group(
+        self, state: JobState, shape: JobShape, gkey: tuple[str, str], memory: Memory
+    ) -> None:
+        body = state.body
+        group = AP.podgroup_body(
+            shape, body.get("spec") or {}, body["metadata"].get("labels") or {}
+        )
+        seen = self.groups.get(gkey)
+        if (
+            seen is not None
+            and seen.phase in FINISHED_GROUP
+            and memory.phase in WAITING_FOR_ADMISSION
+        ):
+            # A finished group is out of scheduling for good; a restarted job needs a fresh one.
+            await self.apply.delete_podgroup(*gkey)
+            self.groups.pop(gkey, None)
+            self.group_specs.pop(gkey, None)
+            state.group_created = False
+        if gkey in self.group_specs:
+            await self.apply.ensure_podgroup(group, self.group_specs[gkey])
+        elif not state.group_created:
+            error = await self.apply.ensure_podgroup(group, None)
+            if error:
+                state.rejected["PodGroupRejected"] = ("Valid", error)
+            else:
+                state.group_created = True
+                state.rejected.pop("PodGroupRejected", None)
+
+    async def _apply(self, key: Key, state: JobState, shape: JobShape, plan: Plan) -> None:
+        body = state.body
+        if plan.delete:
+            now = time.monotonic()
+            state.deleting.update({p.uid: now for p in plan.delete})
+            await self.apply.delete_pods(shape.namespace, plan.delete)
+        # The deletes carry out the step's decision; from here on it is what happened.
+        state.memory = plan.memory
+        if plan.create:
+            on = presets.enabled(shape, body["metadata"].get("annotations") or {})
+            await self.plugins.ensure(shape, on)
+            bodies = []
+            for task, index in plan.create:
+                pod = P.pod_body(shape, task, index, plan.memory.version)
+                presets.decorate(shape, on, task, index, pod)
+                bodies.append(pod)
+            refused = await self.apply.create_pods(bodies)
+            if refused:
+                state.rejected["PodRejected"] = ("Valid", "; ".join(refused)[:2048])
+                self.timers[key] = time.monotonic() + RECHECK_PROBLEMS
+                self.mark(key)
+            else:
+                state.rejected.pop("PodRejected", None)
+        if plan.status != state.written:
+            if not await self.apply.write_status(*key, plan.status):
+                self.forget(key)
+                return
+            state.written = plan.status
+        self._post(body, plan.events)
+        if plan.requeue_after is not None:
+            due = time.monotonic() + plan.requeue_after
+            self.timers[key] = min(self.timers.get(key, due), due)
+        if plan.delete_job:
+            await self.apply.delete_job(*key, shape.uid)
+
+    def _post(self, body: Mapping[str, Any], events: Sequence[Event]) -> None:
+        meta = body.get("metadata") or {}
+        involved = {
+            "apiVersion": str(body.get("apiVersion")),
+            "kind": str(body.get("kind")),
+            "name": str(meta.get("name")),
+            "namespace": str(meta.get("namespace")),
+            "uid": str(meta.get("uid")),
+        }
+        for ev in events:
+            self.events.post(involved, ev.type, ev.reason, ev.message)
+
+
+def register(registry: kopf.OperatorRegistry, ctx: OperatorContext) -> None:
+    controller = JobsController(ctx)
+    job_filter = {L.JOB_NAME: kopf.PRESENT, L.JOB_KIND: kopf.PRESENT}
+
+    @kopf.index("pods", labels=job_filter, registry=registry)
+    def pods_by_job(
+        body: kopf.Body, namespace: str | None, labels: kopf.Labels, **_: Any
+    ) -> dict[Key, PodObs]:
+        key = (str(labels[L.JOB_KIND]), str(namespace), str(labels[L.JOB_NAME]))
+        return {key: pod_obs(body)}
+
+    @kopf.on.event("pods", labels=job_filter, registry=registry)
+    def pod_event(type: str, body: kopf.Body, **_: Any) -> None:
+        controller.on_pod(type or "ADDED", body)
+
+    @kopf.on.event(
+        "scheduling.sluice.dev",
+        "v1alpha1",
+        "podgroups",
+        labels={L.MANAGED_BY: P.MANAGER},
+        registry=registry,
+    )
+    def group_event(type: str, body: kopf.Body, **_: Any) -> None:
+        controller.on_group(type or "ADDED", body)
+
+    for plural in AP.PLURALS.values():
+
+        @kopf.on.event("batch.sluice.dev", "v1alpha1", plural, registry=registry)
+        def job_event(type: str, body: kopf.Body, **_: Any) -> None:
+            controller.on_job(type or "ADDED", body)
+
+    @kopf.on.startup(registry=registry)
+    async def start(**kwargs: Any) -> None:
+        # Indexes are handed to every handler by name; the worker keeps the live view.
+        controller.pods = kwargs["pods_by_job"]
+        task = asyncio.create_task(controller.run(), name="jobs-reconciler")
+        controller._tasks.add(task)
+
+    @kopf.on.cleanup(registry=registry)
+    async def stop(**_: Any) -> None:
+        await controller.stop()
+
+
+OPERATOR = KopfOperator(
+    "jobs",
+    register,
+    description="HybridJob and VCJob -> PodGroup + pods (the job core), with plugins and presets.",
+    health_port=8081,
+)
+
+
+async def main(argv: Sequence[str]) -> int:
+    return await run_operator(OPERATOR, argv)

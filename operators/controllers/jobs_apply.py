@@ -1,0 +1,186 @@
+"""Carrying out a job core Plan against the API: the PodGroup, pod deletes and creates, the
+status, Events, and the checks for bad input the core cannot make (missing queue, pool,
+PriorityClass or sink; a template the API server rejects).
+
+Every write is idempotent: the PodGroup and the pods have fixed names (AlreadyExists means done),
+deletes carry the pod's uid as a precondition (never a same-named successor), and the status is
+only written when it differs from what this process last wrote.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Final
+
+import aiohttp
+
+from operators.api import labels as L
+from operators.controllers.scheduler_status import format_resources
+from operators.jobs import pods as P
+from operators.jobs.observed import PodObs
+from operators.jobs.shape import JobShape
+from operators.runtime import records
+from operators.runtime.client import ApiError, KubeClient
+
+log = logging.getLogger(__name__)
+
+BATCH: Final = "/apis/batch.sluice.dev/v1alpha1"
+SCHED: Final = "/apis/scheduling.sluice.dev/v1alpha1"
+PLURALS: Final = {"HybridJob": "hybridjobs", "VCJob": "vcjobs"}
+NETWORK_ERRORS: Final = (ApiError, TimeoutError, aiohttp.ClientError, OSError)
+
+
+def job_path(kind: str, namespace: str, name: str) -> str:
+    return f"{BATCH}/namespaces/{namespace}/{PLURALS[kind]}/{name}"
+
+
+def min_resources(job: JobShape) -> dict[str, str]:
+    """Requests of the first minAvailable pods (tasks by priority, each task's minimum first)."""
+    total: dict[str, int] = {}
+    for task, count in P.gang_order(job):
+        spec = task.template.get("spec") or {}
+        for name, amount in records.pod_requests(spec).items():
+            total[name] = total.get(name, 0) + amount * count
+    return format_resources(total)
+
+
+def podgroup_body(
+    job: JobShape, spec: Mapping[str, Any], body_labels: Mapping[str, str]
+) -> dict[str, Any]:
+    """The job's PodGroup: gang minimum and elastic types from the shape, the rest from the spec."""
+    extra = {
+        "queue": spec.get("queue"),
+        "pool": spec.get("pool"),
+        "priorityClassName": spec.get("priorityClassName"),
+        "networkTopology": spec.get("networkTopology"),
+        "preemptible": spec.get("preemptible"),
+        "preemptionDelaySeconds": spec.get("preemptionDelaySeconds"),
+        "minResources": min_resources(job) or None,
+    }
+    overcommit = body_labels.get(L.OVERCOMMIT)
+    return {
+        "apiVersion": "scheduling.sluice.dev/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": {
+            "name": P.group_name(job),
+            "namespace": job.namespace,
+            "labels": P.job_labels(job),
+            "annotations": {L.OVERCOMMIT: overcommit} if overcommit else {},
+            "ownerReferences": [P.owner_reference(job)],
+        },
+        "spec": P.podgroup_spec(job, extra),
+    }
+
+
+class Applier:
+    """API writes for the jobs operator, with bounded concurrency for pod creates/deletes."""
+
+    def __init__(self, client: KubeClient, pod_concurrency: int) -> None:
+        self.client = client
+        self._pods = asyncio.Semaphore(pod_concurrency)
+
+    # -- PodGroup -----------------------------------------------------------------------------
+
+    async def ensure_podgroup(self, body: dict[str, Any], known: Mapping[str, Any] | None) -> str:
+        """Create the group, or patch its spec when the job was scaled. Returns an error text
+        (bad input, shown on the job) or ""."""
+        meta = body["metadata"]
+        path = f"{SCHED}/namespaces/{meta['namespace']}/podgroups"
+        try:
+            if known is None:
+                try:
+                    await self.client.post(path, body)
+                    return ""
+                except ApiError as err:
+                    if err.status != 409:
+                        raise
+            if known is not None and _differs(known, body["spec"]):
+                await self.client.merge_patch(f"{path}/{meta['name']}", {"spec": body["spec"]})
+        except ApiError as err:
+            if err.status in (400, 403, 404, 422):
+                return f"PodGroup {meta['name']}: {err}"
+            raise
+        return ""
+
+    async def delete_podgroup(self, namespace: str, name: str) -> None:
+        try:
+            await self.client.delete(f"{SCHED}/namespaces/{namespace}/podgroups/{name}")
+        except ApiError as err:
+            if not err.not_found:
+                raise
+
+    # -- pods ---------------------------------------------------------------------------------
+
+    async def delete_pods(self, namespace: str, pods: Sequence[PodObs]) -> None:
+        await asyncio.gather(*(self._delete(namespace, p) for p in pods))
+
+    async def _delete(self, namespace: str, pod: PodObs) -> None:
+        body = {"preconditions": {"uid": pod.uid}} if pod.uid else None
+        async with self._pods:
+            try:
+                await self.client.delete(f"/api/v1/namespaces/{namespace}/pods/{pod.name}", body)
+            except ApiError as err:
+                if not (err.not_found or err.conflict):
+                    raise
+
+    async def create_pods(self, bodies: Iterable[dict[str, Any]]) -> list[str]:
+        """Create pods; AlreadyExists is success. Returns the API server's refusals (bad input)."""
+        results = await asyncio.gather(*(self._create(b) for b in bodies))
+        return [r for r in results if r]
+
+    async def _create(self, body: dict[str, Any]) -> str:
+        namespace = body["metadata"]["namespace"]
+        async with self._pods:
+            try:
+                await self.client.post(f"/api/v1/namespaces/{namespace}/pods", body)
+            except ApiError as err:
+                if err.status == 409:
+                    return ""
+                if err.status in (400, 403, 404, 422):
+                    return f"pod {body['metadata']['name']}: {_message(err)}"
+                raise
+        return ""
+
+    # -- job ----------------------------------------------------------------------------------
+
+    async def write_status(self, kind: str, ns: str, name: str, status: dict[str, Any]) -> bool:
+        """False when the job is gone."""
+        try:
+            await self.client.merge_patch(f"{job_path(kind, ns, name)}/status", {"status": status})
+        except ApiError as err:
+            if err.not_found:
+                return False
+            raise
+        return True
+
+    async def delete_job(self, kind: str, ns: str, name: str, uid: str) -> None:
+        body = {"propagationPolicy": "Background", "preconditions": {"uid": uid}}
+        try:
+            await self.client.delete(job_path(kind, ns, name), body)
+        except ApiError as err:
+            if not (err.not_found or err.conflict):
+                raise
+
+    async def exists(self, path: str) -> bool | None:
+        """Whether an object exists; None when the API could not tell (no permission, down)."""
+        try:
+            await self.client.get(path)
+        except ApiError as err:
+            return False if err.not_found else None
+        except (TimeoutError, aiohttp.ClientError, OSError):
+            return None
+        return True
+
+
+def _message(err: ApiError) -> str:
+    body = err.body
+    if isinstance(body, dict) and body.get("message"):
+        return str(body["message"])[:512]
+    return str(err)[:512]
+
+
+def _differs(known: Mapping[str, Any], spec: Mapping[str, Any]) -> bool:
+    # Only fields the server kept: one it prunes (an older CRD) must not cause a patch per step.
+    return any(k in known and known[k] != v for k, v in spec.items())
