@@ -27,7 +27,7 @@ import kopf
 import pydantic
 
 from operators.api import labels as L
-from operators.api.batch import HybridJob, JobPhase, VCJob
+from operators.api.batch import HybridJob, JobPhase, TransitionLevel, VCJob
 from operators.controllers import jobs_apply as AP
 from operators.controllers.jobs_plugins import Plugins
 from operators.controllers.kopf_runner import KopfOperator, OperatorContext
@@ -303,10 +303,7 @@ class JobsController:
             and memory.phase in WAITING_FOR_ADMISSION
         ):
             # A finished group is out of scheduling for good; a restarted job needs a fresh one.
-            await self.apply.delete_podgroup(*gkey)
-            self.groups.pop(gkey, None)
-            self.group_specs.pop(gkey, None)
-            state.group_created = False
+            await self._drop_group(state, gkey)
         if gkey in self.group_specs:
             await self.apply.ensure_podgroup(group, self.group_specs[gkey])
         elif not state.group_created:
@@ -317,6 +314,12 @@ class JobsController:
                 state.group_created = True
                 state.rejected.pop("PodGroupRejected", None)
 
+    async def _drop_group(self, state: JobState, gkey: tuple[str, str]) -> None:
+        await self.apply.delete_podgroup(*gkey)
+        self.groups.pop(gkey, None)
+        self.group_specs.pop(gkey, None)
+        state.group_created = False
+
     async def _apply(self, key: Key, state: JobState, shape: JobShape, plan: Plan) -> None:
         body = state.body
         if plan.delete:
@@ -325,6 +328,10 @@ class JobsController:
             await self.apply.delete_pods(shape.namespace, plan.delete)
         # The deletes carry out the step's decision; from here on it is what happened.
         state.memory = plan.memory
+        if any(t.level == TransitionLevel.JOB and t.to == "Restarting" for t in plan.transitions):
+            # The scheduler admits a group once; a restarted job waits for admission again with
+            # a fresh group (as Volcano does on a restart).
+            await self._drop_group(state, (shape.namespace, P.group_name(shape)))
         if plan.create:
             on = presets.enabled(shape, body["metadata"].get("annotations") or {})
             await self.plugins.ensure(shape, on)
@@ -369,7 +376,8 @@ def register(registry: kopf.OperatorRegistry, ctx: OperatorContext) -> None:
     controller = JobsController(ctx)
     job_filter = {L.JOB_NAME: kopf.PRESENT, L.JOB_KIND: kopf.PRESENT}
 
-    @kopf.index("pods", labels=job_filter, registry=registry)
+    # The id names the index in every handler's kwargs (the default is the qualified name).
+    @kopf.index("pods", id="pods_by_job", labels=job_filter, registry=registry)
     def pods_by_job(
         body: kopf.Body, namespace: str | None, labels: kopf.Labels, **_: Any
     ) -> dict[Key, PodObs]:

@@ -266,6 +266,8 @@ async def main(operator: KopfOperator, argv: Sequence[str]) -> int:
     """Entry point for `operators/__main__.py`: parse flags/env, configure logs, run."""
     settings = parse(operator, argv)
     logs.configure(settings.log_format, settings.log_level)
+    # kopf reports every handler call at INFO: one line per watch event of every object.
+    logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     try:
         return await run(operator, settings)
     except (kubeconfig.ConfigError, OSError) as err:
