@@ -27,13 +27,13 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Final
 
+from operators.api.batch import MAX_REPLICA_ROWS, bound_replica_rows, find_dependency_cycle
 from operators.api.batch import JobPhase as J
 from operators.api.batch import PolicyAction as A
 from operators.api.batch import PolicyEvent as E
 from operators.api.batch import ReplicaPhase as R
 from operators.api.batch import TaskPhase as T
 from operators.api.batch import TransitionLevel as Lv
-from operators.api.batch import find_dependency_cycle
 from operators.jobs import tables
 from operators.jobs.observed import GroupObs, PodObs
 from operators.jobs.pods import group_name, pod_name
@@ -43,7 +43,7 @@ from operators.jobs.tables import Facts, Kill, TaskFacts
 from operators.jobs.translog import Log, TransitionRec
 
 ADMITTED_GROUP_PHASES: Final = frozenset({"Inqueue", "Running", "Unknown"})
-SMALL_JOB: Final = 256
+SMALL_JOB: Final = MAX_REPLICA_ROWS
 """Up to this many pods, every replica transition is also posted as an Event (and every pod gets
 a status row); beyond, only the ones that need attention (failed, evicted, restarting)."""
 _LOUD_REPLICA: Final = frozenset({R.FAILED, R.EVICTED, R.RESTARTING})
@@ -588,6 +588,7 @@ def _plan(
         step.events.append(Event(kind, f"{rec.level.value}{rec.to}", text))
 
     counts = _count(p for p in step.obs.pods if p.version >= step.version)
+    shown, omitted = bound_replica_rows(rows)
     requeue = wake
     delete_job = False
     finished_at = _seconds(step.since) if step.phase in tables.TERMINAL else None
@@ -619,7 +620,8 @@ def _plan(
         "version": step.version,
         "podGroup": group_name(job),
         "tasks": tasks_wire,
-        "replicas": _bounded(rows),
+        "replicas": shown,
+        "replicasOmitted": omitted,
         "transitions": [t.wire() for t in log.entries],
         "transitionSeq": log.seq,
         "transitionsDropped": log.dropped,
@@ -651,16 +653,3 @@ def _plan(
         requeue_after=requeue,
         delete_job=delete_job,
     )
-
-
-MAX_ROWS: Final = SMALL_JOB
-_QUIET: Final = frozenset({R.RUNNING.value, R.SUCCEEDED.value})
-
-
-def _bounded(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Every pod for small jobs; for large ones the rows that need attention first (the per-task
-    counts in `tasks[]` always cover every pod)."""
-    if len(rows) <= MAX_ROWS:
-        return rows
-    ordered = sorted(rows, key=lambda r: (r["phase"] in _QUIET, r["task"], r["index"]))
-    return ordered[:MAX_ROWS]
