@@ -407,7 +407,7 @@ def test_tf_hybridjob_gang_grows_shrinks_for_priority_and_completes(
         90,
     )
     assert grown["phase"] == "Running"
-    assert (running_of(grown, "PS"), running_of(grown, "Worker")) == (2, 8)
+    assert (running_of(grown, "ps"), running_of(grown, "worker")) == (2, 8)
     env = {
         e.name: e.value
         for e in jobs.core.read_namespaced_pod("tf-worker-0", jobs.ns).spec.containers[0].env
@@ -427,7 +427,7 @@ def test_tf_hybridjob_gang_grows_shrinks_for_priority_and_completes(
     )
     shrunk = jobs.wait(
         "tf shrunk to its minimum workers",
-        lambda: running_of(s := jobs.status("HybridJob", "tf"), "Worker") == 2 and s,
+        lambda: running_of(s := jobs.status("HybridJob", "tf"), "worker") == 2 and s,
         90,
     )
     assert shrunk["phase"] == "Running"

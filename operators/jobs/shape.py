@@ -156,7 +156,8 @@ def from_hybridjob(job: HybridJob) -> JobShape:
     namespace, name, uid, generation = _meta(job)
     tasks = tuple(
         TaskShape(
-            name=key,
+            # Pod names, the task label and the PodGroup's task keys are DNS labels.
+            name=key.lower(),
             replicas=r.replicas if r.replicas is not None else r.effective_max_replicas,
             min_available=r.min_replicas,
             max_replicas=r.effective_max_replicas,

@@ -53,4 +53,4 @@ def test_podgroup_copies_job_fields_and_is_owned() -> None:
     assert spec["preemptionDelaySeconds"] == 60
     assert spec["minMember"] == 3
     assert spec["minResources"]["nvidia.com/gpu"] == "2"
-    assert [r["name"] for r in spec["replicaSpecs"]] == ["PS", "Worker"]
+    assert [r["name"] for r in spec["replicaSpecs"]] == ["ps", "worker"]

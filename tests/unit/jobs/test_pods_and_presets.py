@@ -26,7 +26,7 @@ def test_pod_body_names_labels_owner_and_group() -> None:
     pod = pod_body(job, job.tasks[0], 0, version=2)
     meta = pod["metadata"]
     assert meta["name"] == "h-ps-0"
-    assert meta["labels"][L.TASK] == "PS"
+    assert meta["labels"][L.TASK] == "ps"
     assert meta["labels"][L.REPLICA_INDEX] == "0"
     assert meta["labels"][L.JOB_KIND] == "HybridJob"
     assert meta["annotations"] == {"a": "b", L.POD_GROUP: "h", L.JOB_VERSION: "2"}
@@ -38,14 +38,14 @@ def test_elastic_group_spec_and_gang_order() -> None:
     job = tf_job()
     spec = podgroup_spec(job, {"queue": "q", "pool": None})
     assert spec["minMember"] == 3
-    assert spec["minTaskMember"] == {"PS": 1, "Worker": 2}
+    assert spec["minTaskMember"] == {"ps": 1, "worker": 2}
     assert spec["replicaSpecs"] == [
-        {"name": "PS", "minReplicas": 1, "maxReplicas": 2, "priority": 10},
-        {"name": "Worker", "minReplicas": 2, "maxReplicas": 8, "priority": 0},
+        {"name": "ps", "minReplicas": 1, "maxReplicas": 2, "priority": 10},
+        {"name": "worker", "minReplicas": 2, "maxReplicas": 8, "priority": 0},
     ]
     assert spec["queue"] == "q"
     assert "pool" not in spec
-    assert [(t.name, n) for t, n in gang_order(job)] == [("PS", 1), ("Worker", 2)]
+    assert [(t.name, n) for t, n in gang_order(job)] == [("ps", 1), ("worker", 2)]
 
 
 def test_tasks_waiting_for_dependencies_are_not_in_the_gang() -> None:

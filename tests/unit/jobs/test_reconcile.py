@@ -185,7 +185,7 @@ def test_elastic_hybridjob_group_spec_and_shrink_is_not_a_failure() -> None:
     replica_moves = [t for t in plan.transitions if t.name == "h-worker-7"]
     assert replica_moves
     assert replica_moves[0].reason == "Shrunk"
-    workers = next(t for t in plan.status["tasks"] if t["name"] == "Worker")
+    workers = next(t for t in plan.status["tasks"] if t["name"] == "worker")
     assert workers["replicas"] == 8
     assert workers["running"] == 7
     sim.evict("h-worker-0")  # part of the gang minimum: a real eviction
