@@ -378,14 +378,14 @@ def register(registry: kopf.OperatorRegistry, ctx: OperatorContext) -> None:
 
     # The id names the index in every handler's kwargs (the default is the qualified name).
     @kopf.index("pods", id="pods_by_job", labels=job_filter, registry=registry)
-    def pods_by_job(
+    async def pods_by_job(
         body: kopf.Body, namespace: str | None, labels: kopf.Labels, **_: Any
     ) -> dict[Key, PodObs]:
         key = (str(labels[L.JOB_KIND]), str(namespace), str(labels[L.JOB_NAME]))
         return {key: pod_obs(body)}
 
     @kopf.on.event("pods", labels=job_filter, registry=registry)
-    def pod_event(type: str, body: kopf.Body, **_: Any) -> None:
+    async def pod_event(type: str, body: kopf.Body, **_: Any) -> None:
         controller.on_pod(type or "ADDED", body)
 
     @kopf.on.event(
@@ -395,13 +395,15 @@ def register(registry: kopf.OperatorRegistry, ctx: OperatorContext) -> None:
         labels={L.MANAGED_BY: P.MANAGER},
         registry=registry,
     )
-    def group_event(type: str, body: kopf.Body, **_: Any) -> None:
+    async def group_event(type: str, body: kopf.Body, **_: Any) -> None:
         controller.on_group(type or "ADDED", body)
 
+    # Handlers are coroutines: kopf would run plain functions in worker threads, and the
+    # controller's state (and its asyncio.Event) belongs to the event loop.
     for plural in AP.PLURALS.values():
 
         @kopf.on.event("batch.sluice.dev", "v1alpha1", plural, registry=registry)
-        def job_event(type: str, body: kopf.Body, **_: Any) -> None:
+        async def job_event(type: str, body: kopf.Body, **_: Any) -> None:
             controller.on_job(type or "ADDED", body)
 
     @kopf.on.startup(registry=registry)
