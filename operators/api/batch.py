@@ -60,6 +60,7 @@ __all__ = [
     "ReplicaSpec",
     "ReplicaStatus",
     "RestartPolicy",
+    "SinkDelivery",
     "TaskPhase",
     "TaskSpec",
     "TaskStatus",
@@ -821,6 +822,7 @@ class ReplicaStatus(StatusModel):
 #: stays below about 0.6 MiB whatever its size.
 MAX_REPLICA_ROWS: Final = 256
 MAX_TRANSITIONS: Final = 64
+MAX_SINKS: Final = 32
 # Phases a reader does not need a row for when rows are scarce: the counts already say it.
 _QUIET_PHASES: Final = frozenset({ReplicaPhase.RUNNING.value, ReplicaPhase.SUCCEEDED.value})
 _Row = TypeVar("_Row", ReplicaStatus, Mapping[str, Any])
@@ -843,6 +845,19 @@ def bound_replica_rows(rows: Iterable[_Row]) -> tuple[list[_Row], int]:
     """
     ordered = sorted(rows, key=_row_order)
     return ordered[:MAX_REPLICA_ROWS], max(0, len(ordered) - MAX_REPLICA_ROWS)
+
+
+class SinkDelivery(StatusModel):
+    """Progress of one EventSink through this job's transitions (written by the events operator)."""
+
+    sink: DnsSubdomain
+    last_delivered_sequence: Count = Field(
+        default=0,
+        description="Every transition up to this seq is done for this sink: acknowledged, not "
+        "wanted by it, or given up on after its retry policy.",
+    )
+    failures: Count | None = Field(default=None, description="Events given up on.")
+    last_error: str | None = Field(default=None, max_length=MAX_MESSAGE)
 
 
 class JobStatusBase(StatusModel):
@@ -891,6 +906,13 @@ class JobStatusBase(StatusModel):
         default=None,
         description="Undelivered transitions that did not fit the window (0 unless a sink is "
         "down for very long).",
+    )
+    delivery: list[SinkDelivery] | None = Field(
+        default=None,
+        max_length=MAX_SINKS,
+        description="Per EventSink delivery cursor (written by the events operator); "
+        "transitionsDelivered is the lowest of them.",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["sink"]},
     )
     max_replicas: Count | None = Field(
         default=None, description="Pods the job may grow to (sum over its tasks)."

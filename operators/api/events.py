@@ -98,7 +98,7 @@ class RetryPolicy(SluiceModel):
 
 
 class EventSinkSpec(SluiceModel):
-    """Where and how to deliver CloudEvents 1.0 (HTTP binary mode, at least once)."""
+    """Where and how to deliver CloudEvents 1.0 (structured JSON mode over HTTP, at least once)."""
 
     url: str = Field(min_length=1, max_length=MAX_URL, description="http:// or https:// URL.")
     ca_bundle: str | None = Field(
