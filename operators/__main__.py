@@ -58,6 +58,11 @@ OPERATORS: dict[str, OperatorEntry] = {
             "operators.controllers.jobs:main",
             "HybridJob and VCJob -> one PodGroup + pods (job core, policies, plugins, presets)",
         ),
+        OperatorEntry(
+            "events",
+            "operators.controllers.events:main",
+            "job transitions -> CloudEvents 1.0 at admin-defined EventSinks (at least once)",
+        ),
     )
 }
 

@@ -173,11 +173,14 @@ class EventSink(Resource):
     plural: ClassVar = "eventsinks"
     scope: ClassVar = "Cluster"
     short_names: ClassVar = ("esink",)
-    # Spec fields only: no operator on main writes EventSink status yet, and a column that is
-    # always blank misleads (the events operator adds its delivery columns when it lands).
+    # Status columns are the ones the events operator writes (operators/controllers/events.py).
     printer_columns: ClassVar = (
         PrinterColumn("URL", ".spec.url"),
         PrinterColumn("Suspend", ".spec.suspend", "boolean"),
+        PrinterColumn("Delivered", ".status.delivered", "integer"),
+        PrinterColumn("Failed", ".status.failed", "integer"),
+        PrinterColumn("Pending", ".status.pending", "integer"),
+        PrinterColumn("Last-Delivery", ".status.lastDeliveryTime", "date", priority=1),
         AGE,
     )
 

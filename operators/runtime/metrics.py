@@ -187,3 +187,55 @@ def base_units(values: Mapping[str, int]) -> dict[str, float]:
         else:
             out[name] = float(amount)
     return out
+
+
+class EventsMetrics:
+    """Metrics of the events operator (CloudEvents delivery to EventSinks), by sink."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self.delivered = Counter(
+            "sluice_events_delivered_total",
+            "Events a sink acknowledged (2xx).",
+            ["sink"],
+            registry=r,
+        )
+        self.failed = Counter(
+            "sluice_events_failed_total",
+            "Events given up on: refused for good (4xx) or out of retry attempts.",
+            ["sink"],
+            registry=r,
+        )
+        self.retried = Counter(
+            "sluice_events_retried_total",
+            "Delivery attempts that failed and will be tried again after a backoff.",
+            ["sink"],
+            registry=r,
+        )
+        self.outbox = Gauge(
+            "sluice_events_outbox_depth",
+            "Transitions waiting for delivery to a sink (in the jobs' status, not in memory).",
+            ["sink"],
+            registry=r,
+        )
+        self.attempt_duration = Histogram(
+            "sluice_event_delivery_duration_seconds",
+            "One HTTP delivery attempt, request to answer.",
+            ["sink"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.lag = Histogram(
+            "sluice_event_delivery_latency_seconds",
+            "From a transition's time (as the jobs operator recorded it) to its acknowledgement.",
+            ["sink"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.status_writes = Counter(
+            "sluice_events_status_writes_total",
+            "Coalesced status patches, by kind (job cursors, sink statistics).",
+            ["kind"],
+            registry=r,
+        )

@@ -1,0 +1,295 @@
+"""The events operator against a real control plane and a real HTTP receiver on localhost.
+
+The operator runs as a subprocess (`python -m operators events`), so it can be SIGKILLed and
+restarted. Job transitions are written into the job's status by the test, the way the jobs
+operator writes them (numbered `status.transitions` + `status.transitionSeq`): this file tests
+delivery, not the job core.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from operators.devcluster.cluster import DevCluster
+
+TIMEOUT = 60.0
+
+
+def wait_for(check: Callable[[], bool], what: str, timeout: float = TIMEOUT) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+class Receiver:
+    """A CloudEvents receiver on 127.0.0.1 that can go down (stop listening) and come back."""
+
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+        self.lock = threading.Lock()
+        self.server: ThreadingHTTPServer | None = None
+        self.port = 0
+
+    def up(self) -> None:
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                with receiver.lock:
+                    receiver.events.append(json.loads(body))
+                self.send_response(204)
+                self.end_headers()
+
+            def log_message(self, *_: Any) -> None:
+                return None
+
+        ThreadingHTTPServer.allow_reuse_address = True
+        self.server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def down(self) -> None:
+        if self.server is not None:
+            self.server.shutdown()
+            self.server.server_close()
+            self.server = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/events"
+
+    def ids(self) -> list[str]:
+        with self.lock:
+            return [e["id"] for e in self.events]
+
+    def first_seen(self) -> list[str]:
+        """Ids in order of first arrival (what a receiver keeps after de-duplication)."""
+        return list(dict.fromkeys(self.ids()))
+
+
+class EventsOperator:
+    def __init__(self, kubeconfig: str, log_dir: Path) -> None:
+        self.cmd = [
+            sys.executable,
+            "-m",
+            "operators",
+            "events",
+            f"--kubeconfig={kubeconfig}",
+            "--events-flush-seconds=0.2",
+            "--log-level=DEBUG",
+        ]
+        self.log_path = log_dir / "events-operator.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        with self.log_path.open("ab") as out:
+            self.proc = subprocess.Popen(self.cmd, stdout=out, stderr=subprocess.STDOUT)
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            self.proc.wait(20)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")[-4000:]
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    rec = Receiver()
+    rec.up()
+    try:
+        yield rec
+    finally:
+        rec.down()
+
+
+@pytest.fixture
+def operator(cluster: DevCluster, tmp_path: Path) -> Iterator[EventsOperator]:
+    op = EventsOperator(str(cluster.kubeconfig), tmp_path)
+    op.start()
+    try:
+        yield op
+    finally:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            op.kill(signal.SIGTERM)
+        op.kill()
+
+
+@pytest.fixture
+def sinks(k8s: client.ApiClient) -> Iterator[Callable[[str, dict[str, Any]], str]]:
+    api = client.CustomObjectsApi(k8s)
+    made: list[str] = []
+
+    def make(url: str, extra: dict[str, Any]) -> str:
+        name = f"e2e-{uuid.uuid4().hex[:8]}"
+        retry = {"backoffSeconds": 1, "maxBackoffSeconds": 1, "maxAttempts": 1000}
+        spec = {"url": url, "retry": retry, **extra}
+        body = {"apiVersion": "events.sluice.dev/v1alpha1", "kind": "EventSink"}
+        api.create_cluster_custom_object(
+            "events.sluice.dev",
+            "v1alpha1",
+            "eventsinks",
+            {**body, "metadata": {"name": name}, "spec": spec},
+        )
+        made.append(name)
+        return name
+
+    yield make
+    for name in made:
+        with contextlib.suppress(client.ApiException):
+            api.delete_cluster_custom_object("events.sluice.dev", "v1alpha1", "eventsinks", name)
+
+
+def make_job(k8s: client.ApiClient, ns: str, name: str, hooks: list[dict[str, Any]]) -> str:
+    spec = {
+        "hooks": hooks,
+        "tasks": [
+            {
+                "name": "worker",
+                "replicas": 1,
+                "template": {"spec": {"containers": [{"name": "c", "image": "busybox"}]}},
+            }
+        ],
+    }
+    body = {
+        "apiVersion": "batch.sluice.dev/v1alpha1",
+        "kind": "VCJob",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+    made = client.CustomObjectsApi(k8s).create_namespaced_custom_object(
+        "batch.sluice.dev", "v1alpha1", ns, "vcjobs", body
+    )
+    return str(made["metadata"]["uid"])
+
+
+PHASES = ["Pending", "Inqueue", "Running", "Completing", "Completed"]
+
+
+def record(k8s: client.ApiClient, ns: str, name: str, upto: int) -> None:
+    """Write transitions 1..upto into the job's status, as the jobs operator would."""
+    entries = []
+    for seq in range(1, upto + 1):
+        to = PHASES[(seq - 1) % len(PHASES)]
+        entries.append(
+            {
+                "seq": seq,
+                "level": "Job",
+                "name": name,
+                "to": to,
+                "reason": "E2E",
+                "time": "2026-01-01T00:00:00Z",
+            }
+        )
+    client.CustomObjectsApi(k8s).patch_namespaced_custom_object_status(
+        "batch.sluice.dev",
+        "v1alpha1",
+        ns,
+        "vcjobs",
+        name,
+        {"status": {"transitions": entries[-64:], "transitionSeq": upto}},
+    )
+
+
+def job_status(k8s: client.ApiClient, ns: str, name: str) -> dict[str, Any]:
+    job = client.CustomObjectsApi(k8s).get_namespaced_custom_object(
+        "batch.sluice.dev", "v1alpha1", ns, "vcjobs", name
+    )
+    return dict(job.get("status") or {})
+
+
+def test_in_order_through_receiver_outage_and_operator_kill(
+    k8s: client.ApiClient,
+    kubectl: Callable[..., Any],
+    namespace: str,
+    receiver: Receiver,
+    operator: EventsOperator,
+    sinks: Callable[[str, dict[str, Any]], str],
+) -> None:
+    sink = sinks(receiver.url, {})
+    uid = make_job(k8s, namespace, "billed", [{"sink": sink}])
+    expected = [f"{uid}-{n}" for n in range(1, 10)]
+
+    record(k8s, namespace, "billed", 3)
+    wait_for(lambda: receiver.first_seen() == expected[:3], f"3 events\n{operator.log()}")
+    first = receiver.events[0]
+    assert first["specversion"] == "1.0"
+    assert first["type"] == "dev.sluice.job.pending"
+    assert (
+        first["source"] == f"/apis/batch.sluice.dev/v1alpha1/namespaces/{namespace}/vcjobs/billed"
+    )
+    assert first["data"]["seq"] == 1
+
+    receiver.down()
+    record(k8s, namespace, "billed", 6)
+
+    def sink_status() -> dict[str, Any]:
+        out = kubectl("get", "eventsink", sink, "-o", "json").stdout
+        return dict(json.loads(out).get("status") or {})
+
+    wait_for(lambda: f"{uid}-4" in str(sink_status().get("lastError")), "a failed attempt")
+    assert job_status(k8s, namespace, "billed")["delivery"] == [
+        {"sink": sink, "lastDeliveredSequence": 3}
+    ]
+    receiver.up()
+    wait_for(lambda: receiver.first_seen() == expected[:6], f"6 events\n{operator.log()}")
+
+    operator.kill()
+    record(k8s, namespace, "billed", 9)
+    operator.start()
+    wait_for(lambda: receiver.first_seen() == expected, f"9 events\n{operator.log()}")
+    wait_for(
+        lambda: job_status(k8s, namespace, "billed").get("transitionsDelivered") == 9,
+        "transitionsDelivered to reach 9",
+    )
+    wait_for(lambda: sink_status().get("delivered", 0) >= 9, "the sink's delivered count")
+    assert sink_status()["failed"] == 0
+
+
+def test_namespace_filter_sends_only_that_namespace(
+    k8s: client.ApiClient,
+    namespace: str,
+    receiver: Receiver,
+    operator: EventsOperator,
+    sinks: Callable[[str, dict[str, Any]], str],
+) -> None:
+    core = client.CoreV1Api(k8s)
+    other = f"{namespace}-other"
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=other)))
+    try:
+        sinks(receiver.url, {"filter": {"namespaces": [namespace]}})
+        mine = make_job(k8s, namespace, "mine", [])
+        make_job(k8s, other, "theirs", [])
+        record(k8s, other, "theirs", 2)
+        record(k8s, namespace, "mine", 2)
+        wait_for(
+            lambda: receiver.first_seen() == [f"{mine}-1", f"{mine}-2"],
+            f"the subscribed namespace's events\n{operator.log()}",
+        )
+        wait_for(
+            lambda: job_status(k8s, namespace, "mine").get("transitionsDelivered") == 2,
+            "the cursor of the subscribed job",
+        )
+        assert "delivery" not in job_status(k8s, other, "theirs")
+        assert all(e["data"]["namespace"] == namespace for e in receiver.events)
+    finally:
+        core.delete_namespace(other, propagation_policy="Background")

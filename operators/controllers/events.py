@@ -1,0 +1,495 @@
+"""The `events` operator: job transitions -> CloudEvents at admin-defined EventSinks.
+
+The outbox is the job itself: the jobs operator keeps the newest transitions in
+`status.transitions` (numbered by `seq`), and this operator keeps, per sink, how far it got in
+`status.delivery[]` (plus the slowest sink's cursor in `status.transitionsDelivered`, which the
+jobs operator reads). Nothing lives only in memory, so a restart resumes from the cursors and may
+send an event again (at least once; receivers de-duplicate by id), but never skips one.
+
+- jobs and EventSinks are watched with `@kopf.on.event` (no progress or diff-base annotations);
+- one worker per sink drains jobs with pending transitions, at most `concurrency` jobs at a time,
+  each job strictly in `seq` order (the next event only after the previous one was acknowledged
+  or given up on);
+- cursor and sink-statistics writes are coalesced: at most one patch per object per flush.
+
+Settings: `operators.controllers.kopf_runner.KopfSettings` plus `EventsSettings` (prefix
+`--events-`, `SLUICE_EVENTS_`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import datetime
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+import aiohttp
+import kopf
+import pydantic
+
+from operators.api.batch import Hook
+from operators.api.events import EventFilter, EventSinkSpec, RetryPolicy
+from operators.controllers import kopf_runner
+from operators.controllers.kopf_runner import KopfOperator, KopfSettings, OperatorContext
+from operators.jobs import delivery as D
+from operators.jobs.translog import TransitionRec
+from operators.runtime import kubeconfig, logs
+from operators.runtime.client import ApiError, KubeClient
+from operators.runtime.httpserver import ProbeServer
+from operators.runtime.metrics import EventsMetrics
+from operators.runtime.settings import parse_settings
+from operators.runtime.sinks import SinkConfigError, SinkTarget, post_event, resolve
+
+log = logging.getLogger(__name__)
+
+Key = tuple[str, str, str]  # (kind, namespace, name)
+JOBS_API: Final = "/apis/batch.sluice.dev/v1alpha1"
+SINKS_API: Final = "/apis/events.sluice.dev/v1alpha1/eventsinks"
+RESOLVE_RETRY_SECONDS: Final = 10.0
+
+
+@dataclasses.dataclass(frozen=True)
+class EventsSettings(KopfSettings):
+    concurrency: int = 32
+    """Jobs delivered to at the same time, per sink (each job stays strictly ordered)."""
+
+    flush_seconds: float = 0.5
+    """Cursor and sink-statistics writes are coalesced over this interval."""
+
+    metrics_host: str = "0.0.0.0"
+    """Address of the Prometheus endpoint."""
+
+    metrics_port: int = 0
+    """Port of the Prometheus endpoint (`/metrics`); 0 disables it."""
+
+
+def _now_iso() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _age(rec_time: str) -> float | None:
+    try:
+        then = datetime.datetime.fromisoformat(rec_time)
+    except ValueError:
+        return None
+    return max(0.0, time.time() - then.timestamp())
+
+
+@dataclasses.dataclass
+class JobView:
+    ref: D.JobRef
+    entries: tuple[TransitionRec, ...]
+    log_seq: int
+    cursors: dict[str, int]
+    failures: dict[str, int]
+    errors: dict[str, str]
+
+
+@dataclasses.dataclass
+class Sink:
+    name: str
+    spec: EventSinkSpec
+    generation: int
+    target: SinkTarget | None = None
+    problem: str = ""
+    delivered: int = 0
+    failed: int = 0
+    last_delivery: str | None = None
+    last_error: str | None = None
+    dirty: set[Key] = dataclasses.field(default_factory=set)
+    busy: set[Key] = dataclasses.field(default_factory=set)
+    depth: dict[Key, int] = dataclasses.field(default_factory=dict)
+    wake: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
+    worker: asyncio.Task[None] | None = None
+
+    @property
+    def flt(self) -> EventFilter | None:
+        return self.spec.filter
+
+    @property
+    def retry(self) -> RetryPolicy:
+        return self.spec.retry or D.DEFAULT_RETRY
+
+
+def job_view(kind: str, body: Mapping[str, Any]) -> JobView:
+    meta = body.get("metadata") or {}
+    spec = body.get("spec") or {}
+    status = body.get("status") or {}
+    hooks: list[Hook] = []
+    for raw in spec.get("hooks") or ():
+        with contextlib.suppress(pydantic.ValidationError):
+            hooks.append(Hook.model_validate(raw))
+    entries = tuple(TransitionRec.parse(t) for t in status.get("transitions") or ())
+    seq = int(status.get("transitionSeq") or (entries[-1].seq if entries else 0))
+    cursors: dict[str, int] = {}
+    failures: dict[str, int] = {}
+    errors: dict[str, str] = {}
+    for row in status.get("delivery") or ():
+        sink = str(row.get("sink") or "")
+        if sink:
+            cursors[sink] = int(row.get("lastDeliveredSequence") or 0)
+            failures[sink] = int(row.get("failures") or 0)
+            if row.get("lastError"):
+                errors[sink] = str(row["lastError"])
+    ref = D.JobRef(
+        kind,
+        str(meta.get("namespace") or ""),
+        str(meta.get("name") or ""),
+        str(meta.get("uid") or ""),
+        tuple(hooks),
+    )
+    return JobView(ref, entries, seq, cursors, failures, errors)
+
+
+class EventsController:
+    def __init__(
+        self, client: KubeClient, settings: EventsSettings, metrics: EventsMetrics
+    ) -> None:
+        self.client = client
+        self.settings = settings
+        self.metrics = metrics
+        self.jobs: dict[Key, JobView] = {}
+        self.sinks: dict[str, Sink] = {}
+        self.dirty_jobs: set[Key] = set()
+        self.dirty_sinks: set[str] = set()
+        self.flush_wake = asyncio.Event()
+        self.stopping = asyncio.Event()
+        self._session: aiohttp.ClientSession | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=0, limit_per_host=0)
+            )
+        return self._session
+
+    def _spawn(self, coro: Any, name: str) -> asyncio.Task[Any]:
+        task = asyncio.create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    # -- watch side ---------------------------------------------------------------------------
+
+    def filters(self) -> dict[str, EventFilter | None]:
+        return {name: sink.flt for name, sink in self.sinks.items()}
+
+    def on_job(self, kind: str, event_type: str, body: Mapping[str, Any]) -> None:
+        view = job_view(kind, body)
+        key = (view.ref.kind, view.ref.namespace, view.ref.name)
+        if event_type == "DELETED":
+            self.jobs.pop(key, None)
+            for sink in self.sinks.values():
+                sink.depth.pop(key, None)
+            return
+        old = self.jobs.get(key)
+        if old is not None and old.ref.uid == view.ref.uid:
+            # Our own cursor writes echo back later than we moved on: never go backwards.
+            for name, seq in old.cursors.items():
+                view.cursors[name] = max(seq, view.cursors.get(name, 0))
+            for name, count in old.failures.items():
+                view.failures[name] = max(count, view.failures.get(name, 0))
+            view.errors = {**view.errors, **old.errors}
+        self.jobs[key] = view
+        self._route(key, view)
+
+    def _route(self, key: Key, view: JobView) -> None:
+        for name in D.sinks_of(view.ref, self.filters()):
+            sink = self.sinks[name]
+            cursor = view.cursors.get(name, 0)
+            work = D.pending(name, sink.flt, view.ref, view.entries, view.log_seq, cursor)
+            sink.depth[key] = len(work.send)
+            if work.send or work.skip_to > cursor:
+                sink.dirty.add(key)
+                sink.wake.set()
+
+    def on_sink(self, event_type: str, body: Mapping[str, Any]) -> None:
+        meta = body.get("metadata") or {}
+        name = str(meta.get("name") or "")
+        generation = int(meta.get("generation") or 0)
+        old = self.sinks.get(name)
+        if event_type != "DELETED" and old is not None and old.generation == generation:
+            return  # a status write (ours): nothing to reconfigure
+        self.sinks.pop(name, None)
+        if old is not None and old.worker is not None:
+            old.worker.cancel()
+        if event_type == "DELETED":
+            with contextlib.suppress(KeyError):
+                self.metrics.outbox.remove(name)
+            return
+        try:
+            spec = EventSinkSpec.model_validate(body.get("spec") or {})
+        except pydantic.ValidationError as err:
+            log.warning("EventSink %s is invalid, nothing is sent to it: %s", name, err)
+            return
+        status = body.get("status") or {}
+        sink = Sink(name, spec, generation)
+        sink.delivered = int(status.get("delivered") or 0) if old is None else old.delivered
+        sink.failed = int(status.get("failed") or 0) if old is None else old.failed
+        sink.last_delivery = status.get("lastDeliveryTime") if old is None else old.last_delivery
+        self.sinks[name] = sink
+        sink.worker = self._spawn(self._sink_worker(sink), f"events-sink-{name}")
+        for key, view in self.jobs.items():
+            self._route(key, view)
+        self.dirty_sinks.add(name)
+
+    # -- delivery -----------------------------------------------------------------------------
+
+    async def _sink_worker(self, sink: Sink) -> None:
+        while sink.target is None:
+            try:
+                sink.target = await resolve(sink.spec, self.client)
+                sink.problem = ""
+            except SinkConfigError as err:
+                sink.problem = sink.last_error = str(err)
+                self.dirty_sinks.add(sink.name)
+                await asyncio.sleep(RESOLVE_RETRY_SECONDS)
+        limit = asyncio.Semaphore(max(1, self.settings.concurrency))
+        while True:
+            await sink.wake.wait()
+            sink.wake.clear()
+            if sink.spec.suspend:
+                continue
+            for key in list(sink.dirty - sink.busy):
+                sink.dirty.discard(key)
+                sink.busy.add(key)
+                await limit.acquire()
+                self._spawn(self._drain(sink, key, limit), f"events-{sink.name}-{key[2]}")
+
+    async def _drain(self, sink: Sink, key: Key, limit: asyncio.Semaphore) -> None:
+        try:
+            await self._deliver_job(sink, key)
+        except Exception:  # a bug must not stop the sink's other jobs
+            log.exception("delivering %s/%s to sink %s", key[1], key[2], sink.name)
+        finally:
+            limit.release()
+            sink.busy.discard(key)
+            if key in sink.dirty:
+                sink.wake.set()
+
+    def _current(self, sink: Sink, key: Key, uid: str) -> JobView | None:
+        view = self.jobs.get(key)
+        if view is None or view.ref.uid != uid or self.sinks.get(sink.name) is not sink:
+            return None
+        return view
+
+    async def _deliver_job(self, sink: Sink, key: Key) -> None:
+        view = self.jobs.get(key)
+        if view is None or sink.target is None:
+            return
+        uid = view.ref.uid
+        cursor = view.cursors.get(sink.name, 0)
+        work = D.pending(sink.name, sink.flt, view.ref, view.entries, view.log_seq, cursor)
+        for index, rec in enumerate(work.send):
+            ok, error = await self._deliver_one(sink, view.ref, rec)
+            current = self._current(sink, key, uid)
+            if current is None:
+                return
+            if not ok:
+                current.failures[sink.name] = current.failures.get(sink.name, 0) + 1
+                current.errors[sink.name] = f"seq {rec.seq}: {error}"[:1024]
+            self._advance(sink, key, current, work.cursor_after(index + 1))
+            sink.depth[key] = len(work.send) - index - 1
+        if not work.send:
+            current = self._current(sink, key, uid)
+            if current is not None:
+                self._advance(sink, key, current, work.skip_to)
+
+    def _advance(self, sink: Sink, key: Key, view: JobView, cursor: int) -> None:
+        if cursor > view.cursors.get(sink.name, 0):
+            view.cursors[sink.name] = cursor
+            self.dirty_jobs.add(key)
+            self.flush_wake.set()
+
+    async def _deliver_one(self, sink: Sink, job: D.JobRef, rec: TransitionRec) -> tuple[bool, str]:
+        """Try until acknowledged or the retry policy gives up; (acknowledged, last error)."""
+        assert sink.target is not None
+        event = D.cloudevent(job, rec)
+        attempts = 0
+        while True:
+            attempts += 1
+            started = time.monotonic()
+            status, error = await post_event(self.session, sink.target, event)
+            self.metrics.attempt_duration.labels(sink.name).observe(time.monotonic() - started)
+            if 200 <= status < 300:
+                sink.delivered += 1
+                sink.last_delivery = _now_iso()
+                self.metrics.delivered.labels(sink.name).inc()
+                age = _age(rec.time) if rec.time else None
+                if age is not None:
+                    self.metrics.lag.labels(sink.name).observe(age)
+                self.dirty_sinks.add(sink.name)
+                return True, ""
+            sink.last_error = f"{D.event_id(job, rec)}: {error}"[:1024]
+            self.dirty_sinks.add(sink.name)
+            if (status and not D.retryable(status)) or D.gives_up(sink.retry, attempts):
+                sink.failed += 1
+                self.metrics.failed.labels(sink.name).inc()
+                log.warning(
+                    "sink %s: giving up on event %s after %d attempt(s): %s",
+                    sink.name,
+                    D.event_id(job, rec),
+                    attempts,
+                    error,
+                )
+                return False, error
+            self.metrics.retried.labels(sink.name).inc()
+            await asyncio.sleep(D.backoff_seconds(sink.retry, attempts))
+
+    # -- coalesced writes ---------------------------------------------------------------------
+
+    async def flusher(self) -> None:
+        while not self.stopping.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.flush_wake.wait(), timeout=5.0)
+            self.flush_wake.clear()
+            await asyncio.sleep(self.settings.flush_seconds)
+            await self.flush()
+
+    async def flush(self) -> None:
+        jobs, self.dirty_jobs = self.dirty_jobs, set()
+        writes = [self._write_job(key) for key in jobs]
+        for name, sink in self.sinks.items():
+            self.metrics.outbox.labels(name).set(sum(sink.depth.values()))
+        sinks, self.dirty_sinks = self.dirty_sinks, set()
+        writes += [self._write_sink(name) for name in sinks if name in self.sinks]
+        await asyncio.gather(*writes)
+
+    async def _write_job(self, key: Key) -> None:
+        view = self.jobs.get(key)
+        if view is None:
+            return
+        kind, ns, name = key
+        plural = D.JOB_PLURALS.get(kind)
+        if plural is None:
+            return
+        routed = D.sinks_of(view.ref, self.filters())
+        rows = []
+        for sink in sorted(view.cursors)[:32]:
+            row: dict[str, Any] = {"sink": sink, "lastDeliveredSequence": view.cursors[sink]}
+            if view.failures.get(sink):
+                row["failures"] = view.failures[sink]
+            if view.errors.get(sink):
+                row["lastError"] = view.errors[sink]
+            rows.append(row)
+        status: dict[str, Any] = {"delivery": rows}
+        lowest = D.job_cursor(view.cursors, routed)
+        if lowest is not None:
+            status["transitionsDelivered"] = lowest
+        path = f"{JOBS_API}/namespaces/{ns}/{plural}/{name}/status"
+        try:
+            await self.client.merge_patch(path, {"status": status})
+            self.metrics.status_writes.labels("job").inc()
+        except ApiError as err:
+            if not err.not_found:
+                log.warning("writing delivery cursors of %s/%s: %s", ns, name, err)
+                self.dirty_jobs.add(key)  # tried again at the next flush
+
+    async def _write_sink(self, name: str) -> None:
+        sink = self.sinks[name]
+        ready = not sink.problem
+        status: dict[str, Any] = {
+            "delivered": sink.delivered,
+            "failed": sink.failed,
+            "pending": sum(sink.depth.values()),
+            "lastDeliveryTime": sink.last_delivery,
+            "lastError": sink.last_error,
+            "observedGeneration": sink.generation,
+            "conditions": [
+                {
+                    "type": "Ready",
+                    "status": "True" if ready else "False",
+                    "reason": "Resolved" if ready else "InvalidConfig",
+                    "message": "" if ready else sink.problem[:1024],
+                    "lastTransitionTime": _now_iso(),
+                }
+            ],
+        }
+        try:
+            await self.client.merge_patch(f"{SINKS_API}/{name}/status", {"status": status})
+            self.metrics.status_writes.labels("sink").inc()
+        except ApiError as err:
+            if not err.not_found:
+                log.warning("writing status of EventSink %s: %s", name, err)
+
+    async def stop(self) -> None:
+        self.stopping.set()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for sink in self.sinks.values():
+            if sink.worker is not None:
+                sink.worker.cancel()
+        with contextlib.suppress(Exception):
+            await self.flush()
+        if self._session is not None:
+            await self._session.close()
+
+
+def make_register(settings: EventsSettings, metrics: EventsMetrics) -> kopf_runner.Register:
+    def register(registry: kopf.OperatorRegistry, ctx: OperatorContext) -> None:
+        controller = EventsController(ctx.client, settings, metrics)
+        probe = ProbeServer(metrics.registry, alive=lambda: True, ready=lambda: True)
+
+        # Async handlers: kopf runs sync ones in a thread, away from the loop the workers live in.
+        @kopf.on.event("events.sluice.dev", "v1alpha1", "eventsinks", registry=registry)
+        async def sink_event(type: str, body: kopf.Body, **_: Any) -> None:
+            controller.on_sink(type or "ADDED", body)
+
+        kinds = {plural: kind for kind, plural in D.JOB_PLURALS.items()}
+        for plural in kinds:
+
+            @kopf.on.event("batch.sluice.dev", "v1alpha1", plural, registry=registry)
+            async def job_event(
+                type: str, body: kopf.Body, resource: kopf.Resource, **_: Any
+            ) -> None:
+                controller.on_job(kinds[resource.plural], type or "ADDED", body)
+
+        @kopf.on.startup(registry=registry)
+        async def start(**_: Any) -> None:
+            controller._spawn(controller.flusher(), "events-flusher")
+            if settings.metrics_port:
+                await probe.start(settings.metrics_host, settings.metrics_port)
+
+        @kopf.on.cleanup(registry=registry)
+        async def stop(**_: Any) -> None:
+            await controller.stop()
+            await probe.stop()
+
+    return register
+
+
+def _operator(settings: EventsSettings | None = None) -> KopfOperator:
+    return KopfOperator(
+        "events",
+        make_register(settings or EventsSettings(), EventsMetrics()),
+        description="Job lifecycle transitions -> CloudEvents 1.0 at admin-defined EventSinks.",
+        health_port=8085,
+    )
+
+
+async def main(argv: Sequence[str]) -> int:
+    base = _operator()
+    settings = parse_settings(
+        EventsSettings,
+        argv,
+        prog="python -m operators events",
+        description=base.description,
+        prefix=base.prefix,
+        defaults={"health_port": base.health_port},
+    )
+    logs.configure(settings.log_format, settings.log_level)
+    # kopf reports every handler call at INFO: one line per watch event of every object.
+    logging.getLogger("kopf.objects").setLevel(logging.WARNING)
+    operator = _operator(settings)
+    try:
+        return await kopf_runner.run(operator, settings)
+    except (kubeconfig.ConfigError, OSError) as err:
+        log.error("operator events cannot start: %s", err)
+        return 2
