@@ -390,6 +390,9 @@ class EventsController:
             if not err.not_found:
                 log.warning("writing delivery cursors of %s/%s: %s", ns, name, err)
                 self.dirty_jobs.add(key)  # tried again at the next flush
+        except (aiohttp.ClientError, TimeoutError) as err:
+            log.warning("writing delivery cursors of %s/%s: %s", ns, name, err)
+            self.dirty_jobs.add(key)
 
     async def _write_sink(self, name: str) -> None:
         sink = self.sinks[name]
@@ -417,6 +420,10 @@ class EventsController:
         except ApiError as err:
             if not err.not_found:
                 log.warning("writing status of EventSink %s: %s", name, err)
+                self.dirty_sinks.add(name)
+        except (aiohttp.ClientError, TimeoutError) as err:
+            log.warning("writing status of EventSink %s: %s", name, err)
+            self.dirty_sinks.add(name)
 
     async def stop(self) -> None:
         self.stopping.set()
