@@ -26,7 +26,7 @@ from kubernetes import client
 
 from operators.devcluster.cluster import DevCluster
 
-TIMEOUT = 60.0
+TIMEOUT = 90.0  # a hang guard, not a speed target
 
 
 def wait_for(check: Callable[[], bool], what: str, timeout: float = TIMEOUT) -> None:
@@ -94,6 +94,7 @@ class EventsOperator:
             "events",
             f"--kubeconfig={kubeconfig}",
             "--events-flush-seconds=0.2",
+            "--events-health-port=0",  # tests run side by side: no fixed port
             "--log-level=DEBUG",
         ]
         self.log_path = log_dir / "events-operator.log"
@@ -102,6 +103,8 @@ class EventsOperator:
     def start(self) -> None:
         with self.log_path.open("ab") as out:
             self.proc = subprocess.Popen(self.cmd, stdout=out, stderr=subprocess.STDOUT)
+        # Its watches start right after this line; a busy machine may take a while to import.
+        wait_for(lambda: "operator events started" in self.log(), "the events operator", 180)
 
     def kill(self, sig: int = signal.SIGKILL) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -109,6 +112,8 @@ class EventsOperator:
             self.proc.wait(20)
 
     def log(self) -> str:
+        if not self.log_path.exists():
+            return ""
         return self.log_path.read_text(errors="replace")[-4000:]
 
 

@@ -50,6 +50,8 @@ MAY = [
     ("pool", "patch", "nodes"),
     ("queue", "patch", "queues.scheduling.sluice.dev/status"),
     ("podgroup", "patch", "podgroups.scheduling.sluice.dev/status"),
+    ("events", "patch", "vcjobs.batch.sluice.dev/status"),
+    ("events", "patch", "eventsinks.events.sluice.dev/status"),
 ]
 MAY_NOT = [
     ("scheduler", "create", "pods"),
@@ -63,6 +65,8 @@ MAY_NOT = [
     ("podgroup", "patch", "podgroups.scheduling.sluice.dev"),
     ("podgroup", "get", "secrets"),
     ("jobs", "create", "clusterroles.rbac.authorization.k8s.io"),
+    ("events", "get", "secrets"),  # token Secrets only in sluice-system
+    ("events", "patch", "vcjobs.batch.sluice.dev"),
 ]
 
 

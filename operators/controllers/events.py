@@ -287,7 +287,7 @@ class EventsController:
         cursor = view.cursors.get(sink.name, 0)
         work = D.pending(sink.name, sink.flt, view.ref, view.entries, view.log_seq, cursor)
         for index, rec in enumerate(work.send):
-            ok, error = await self._deliver_one(sink, view.ref, rec)
+            ok, error = await self._deliver_one(sink, key, view.ref, rec)
             current = self._current(sink, key, uid)
             if current is None:
                 return
@@ -307,12 +307,15 @@ class EventsController:
             self.dirty_jobs.add(key)
             self.flush_wake.set()
 
-    async def _deliver_one(self, sink: Sink, job: D.JobRef, rec: TransitionRec) -> tuple[bool, str]:
-        """Try until acknowledged or the retry policy gives up; (acknowledged, last error)."""
+    async def _deliver_one(
+        self, sink: Sink, key: Key, job: D.JobRef, rec: TransitionRec
+    ) -> tuple[bool, str]:
+        """Try until acknowledged or the retry policy gives up; (acknowledged, last error).
+        Stops early when the job is deleted or the sink changed (the caller then sees that)."""
         assert sink.target is not None
         event = D.cloudevent(job, rec)
         attempts = 0
-        while True:
+        while attempts == 0 or self._current(sink, key, job.uid) is not None:
             attempts += 1
             started = time.monotonic()
             status, error = await post_event(self.session, sink.target, event)
@@ -341,6 +344,7 @@ class EventsController:
                 return False, error
             self.metrics.retried.labels(sink.name).inc()
             await asyncio.sleep(D.backoff_seconds(sink.retry, attempts))
+        return False, "abandoned: the job or the sink changed"
 
     # -- coalesced writes ---------------------------------------------------------------------
 
