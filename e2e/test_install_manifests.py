@@ -180,3 +180,40 @@ def test_operators_schedule_under_their_own_accounts(
         assert processes.alive(r.proc()), text
         assert " 403" not in text, text
         assert "forbidden" not in text.lower(), text
+
+
+def test_a_vcjob_with_plugins_runs_under_the_operators_accounts(
+    deployed: list[Running], k8s: client.ApiClient, namespace: str
+) -> None:
+    """The jobs operator (PodGroup, pods, svc/ssh plugin objects, status) and the scheduler,
+    each with only its installed rights."""
+    custom = client.CustomObjectsApi(k8s)
+    pod_spec = {
+        "schedulerName": "sluice",
+        "containers": [
+            {"name": "c", "image": "fake", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+        ],
+    }
+    custom.create_namespaced_custom_object(
+        "batch.sluice.dev", "v1alpha1", namespace, "vcjobs",
+        {
+            "apiVersion": "batch.sluice.dev/v1alpha1",
+            "kind": "VCJob",
+            "metadata": {"name": "rbac-job"},
+            "spec": {
+                "minAvailable": 2,
+                "plugins": {"svc": [], "ssh": []},
+                "tasks": [{"name": "worker", "replicas": 2, "template": {"spec": pod_spec}}],
+            },
+        },
+    )  # fmt: skip
+
+    def running() -> dict[str, Any] | None:
+        job: dict[str, Any] = custom.get_namespaced_custom_object(
+            "batch.sluice.dev", "v1alpha1", namespace, "vcjobs", "rbac-job"
+        )
+        return job if (job.get("status") or {}).get("phase") == "Running" else None
+
+    wait_for(running, timeout=120, what="the VCJob to run")
+    pods = client.CoreV1Api(k8s).list_namespaced_pod(namespace).items
+    assert len([p for p in pods if p.spec.node_name]) == 2
