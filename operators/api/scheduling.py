@@ -237,7 +237,12 @@ class PoolSpec(SluiceModel):
         default=False, description="This pool's tasks may not borrow nodes of other pools."
     )
     disable_preemption: bool = Field(
-        default=False, description="Nothing running in this pool is ever preempted."
+        default=False,
+        description=(
+            "Nothing running on this pool's nodes is evicted to make room for another job: "
+            "neither priority preemption nor cross-queue reclaim. Only tasks of other pools "
+            "borrowed onto its nodes go back when this pool's own jobs need the room."
+        ),
     )
 
     def selects_something(self) -> bool:

@@ -53,6 +53,21 @@ class VictimUnit:
     tasks: tuple[TaskInfo, ...]
     surplus: bool  # True: only replicas above the group's minimum
     borrowed: bool  # at least one task runs in a pool that is not its own
+    # Position in the group's own shrink order (0 goes first): the last tie-break of the
+    # victim order, so it orders units of one group and never one group against another.
+    order: int = 0
+
+
+class VictimBudget(Protocol):
+    """A limit on what one victim search may take in total (not unit by unit)."""
+
+    def admits(self, unit: VictimUnit) -> bool:
+        """May ``unit`` go too, on top of the units taken so far?"""
+        ...
+
+    def take(self, unit: VictimUnit) -> None:
+        """``unit`` goes: count it (called only after ``admits`` said yes)."""
+        ...
 
 
 class NodePredicate(Protocol):
@@ -109,6 +124,16 @@ VictimPrecheck = Callable[["GroupInfo", Purpose], "bool | None"]
 VictimKey = Callable[["GroupInfo", VictimUnit], SortKey]
 # Is the group's gang satisfied? Combination: ALL must be true.
 ReadyCheck = Callable[["GroupInfo"], bool]
+# A fresh budget for one victim search (a job's disruption budget, a queue's guarantee).
+# Combination: a unit is taken only if EVERY budget admits it; then every budget takes it.
+VictimBudgets = Callable[["GroupInfo", Purpose], VictimBudget]
+# The pending tasks (given in task order) that must be placed together to complete the
+# group's gang minimum; None while too few pods exist. Combination: the FIRST plugin
+# registered decides; without one, every pending task.
+Shortfall = Callable[["GroupInfo", "list[TaskInfo]"], "list[TaskInfo] | None"]
+# GPU card ids for ``count`` replicas shaped like the task on one node (the state is not
+# changed). Combination: the FIRST plugin registered decides; GPU pods need one.
+CardPicker = Callable[["TaskInfo", int, int], "tuple[tuple[int, ...], ...]"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +165,9 @@ class Extensions:
     victim_keys: list[VictimKey] = field(default_factory=list)
     victim_prechecks: list[VictimPrecheck] = field(default_factory=list)
     ready_checks: list[ReadyCheck] = field(default_factory=list)
+    victim_budgets: list[VictimBudgets] = field(default_factory=list)
+    shortfalls: list[Shortfall] = field(default_factory=list)
+    card_pickers: list[CardPicker] = field(default_factory=list)
     node_sets: list[NodeSets] = field(default_factory=list)
     enqueued_hooks: list[EnqueuedHook] = field(default_factory=list)
     placed_hooks: list[GangPlacedHook] = field(default_factory=list)
@@ -244,7 +272,22 @@ class Extensions:
 
     def victim_key(self, preemptor: GroupInfo, unit: VictimUnit) -> tuple[object, ...]:
         parts = (part for key in self.victim_keys for part in key(preemptor, unit))
-        return (*parts, -unit.group.pg.created, unit.group.uid)
+        return (*parts, -unit.group.pg.created, unit.group.uid, unit.order)
+
+    def budgets(self, preemptor: GroupInfo, purpose: Purpose) -> list[VictimBudget]:
+        return [make(preemptor, purpose) for make in self.victim_budgets]
+
+    def shortfall(self, g: GroupInfo, pending: list[TaskInfo]) -> list[TaskInfo] | None:
+        if self.shortfalls:
+            return self.shortfalls[0](g, pending)
+        return pending
+
+    def pick_cards(self, t: TaskInfo, node: int, count: int) -> tuple[tuple[int, ...], ...]:
+        if not (t.gpu_cards or t.gpu_milli):
+            return ((),) * count
+        if not self.card_pickers:
+            raise ValueError("no GPU card picker registered")
+        return self.card_pickers[0](t, node, count)
 
     def ready(self, g: GroupInfo) -> bool:
         return all(check(g) for check in self.ready_checks)

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from operators.scheduler.decisions import Explanation, ReasonCode
-from operators.scheduler.plugins.topology import pick_gpus_many
 from operators.scheduler.shapeviews import NOMINATED_BONUS as _NOMINATED_BONUS
 from operators.scheduler.snapshot import GPU_MILLI_PER_CARD, TopologyMode
 
@@ -29,7 +28,6 @@ if TYPE_CHECKING:
     from operators.scheduler.statement import Statement
 
 _EPS = 1e-6
-_DOMAIN_TRIES = 3  # candidate domains tried per tier before moving to a coarser one
 
 
 class PlaceFailure:
@@ -134,7 +132,7 @@ def place_shape(
         batch = tuple(tasks[placed : placed + room])
         # One shape of one group: the batch shares a request vector (uniform), and the
         # queue's usage is added once for all of it below.
-        gpus = pick_gpus_many(state, node, t0, room)
+        gpus = ssn.ext.pick_cards(t0, node, room)
         stmt.allocate(batch, node, gpus, kind, uniform=True, usage=False)
         placed += room
     if t0.group.queue >= 0:
@@ -227,6 +225,15 @@ def _place_in_one_domain(
         feasible &= per_domain >= len(shape_tasks)
         slack += per_domain - len(shape_tasks)
         best_fit = np.maximum(best_fit, per_domain) if shape_tasks is shapes[0] else best_fit
+    # The shapes share each domain's room: its free room must hold all of them together
+    # (a necessary condition; counting each shape's fit alone would pass domains that hold
+    # every shape but not both, and try them before one that holds the whole set).
+    total = _total_request(tasks)
+    for d in np.flatnonzero(total > 0).tolist():
+        room = np.bincount(
+            domains, weights=np.where(mask, np.maximum(state.free[:, d], 0.0), 0.0), minlength=size
+        )
+        feasible &= room + _EPS >= total[d]
     candidates = np.flatnonzero(feasible)
     if len(candidates) == 0:
         t0 = shapes[0][0]
@@ -241,10 +248,8 @@ def _place_in_one_domain(
             f"needs {what}{unit} in one {tier}"
             f"{f' ({need} pods of {gpus})' if gpus else ''}; largest free {tier} has {have}",
         )
-    # Only the few fullest domains are ever tried: select them, then order just those.
-    if len(candidates) > _DOMAIN_TRIES:
-        best = np.argpartition(slack[candidates], _DOMAIN_TRIES - 1)[:_DOMAIN_TRIES]
-        candidates = np.sort(candidates[best])
+    # Fullest domain first (best fit); every domain that may hold the set is tried, since
+    # fit counts per shape cannot tell which one will.
     order = candidates[np.argsort(slack[candidates], kind="stable")]
     last: PlaceFailure | None = None
     for domain in order.tolist():

@@ -125,17 +125,46 @@ class QueueTree:
         """Would adding ``vec`` keep the queue and every ancestor within capability?"""
         if self.uncapped[queue]:
             return True  # no capability anywhere up the chain: nothing to exceed
+        return self.capped_by(queue, vec, overcommit=overcommit) is None
+
+    def capped_by(
+        self,
+        queue: int,
+        vec: NDArray[np.float64],
+        *,
+        overcommit: bool,
+        pending: NDArray[np.float64] | None = None,
+    ) -> int | None:
+        """The first queue up the chain whose capability adding ``vec`` would exceed, or None.
+
+        ``pending`` (one row per queue, rolled up like ``allocated``) is added to each level's
+        own holdings, e.g. the gang minimums admitted but not placed yet.
+        """
+        if self.uncapped[queue]:
+            return None
         chain = self.ancestors[queue]
-        within = self.allocated[chain] + vec <= self.capability_eps[chain]
+        held = self.allocated[chain] if pending is None else self.allocated[chain] + pending[chain]
+        within = held + vec <= self.capability_eps[chain]
         if within.all():
-            return True
+            return None
         # Overcommit lets marked jobs past the cap of queues that opt in; dims the job does
         # not request never block it.
-        used = vec > 0
-        blocked = ~within & used
-        if not blocked.any():
-            return True
-        return overcommit and bool(self.overcommit[chain][blocked.any(axis=1)].all())
+        blocked = (~within & (vec > 0)).any(axis=1)
+        if overcommit:
+            blocked &= ~self.overcommit[chain]
+        rows = np.flatnonzero(blocked)
+        return int(chain[rows[0]]) if len(rows) else None
+
+    def below(self, queue: int, ancestor_of: int) -> list[int]:
+        """``queue`` and its ancestors below the lowest queue it shares with ``ancestor_of``'s
+        chain: the levels whose share moves when one gives room to the other."""
+        shared = set(self.chain_rows[ancestor_of])
+        out: list[int] = []
+        for q in self.chain_rows[queue]:
+            if q in shared:
+                break
+            out.append(q)
+        return out
 
     def compute_deserved(self, total: NDArray[np.float64]) -> None:
         """Water-fill deserved top-down (see the module docstring)."""

@@ -72,29 +72,49 @@ class Reservations:
         # id unique.
         self._free_of: dict[int, tuple[NDArray[np.bool_], int, NDArray[np.bool_]]] = {}
         self._eventual: dict[object, NDArray[np.float64]] = {}
+        # Room nominated for a preemptor by an earlier session (Task.nominated_node) is held
+        # for it until it binds: other groups place nothing on those nodes meanwhile, or the
+        # preemptor would find its room taken and evict a second victim.
+        self.held_for: dict[int, list[int]] = {}
+        for g in state.groups:
+            nodes = sorted({t.nominated for t in g.tasks if t.nominated >= 0 and t.pending})
+            if nodes and not g.gang_satisfied():
+                self.held_for[g.index] = nodes
+        self.held: NDArray[np.bool_] = np.zeros(state.nodes.size, dtype=np.bool_)
+        for nodes in self.held_for.values():
+            self.held[nodes] = True
 
     # ------------------------------------------------------------------ masks
 
     def allowed(self, g: GroupInfo, mask: NDArray[np.bool_]) -> NDArray[np.bool_]:
         """``mask`` minus the nodes reserved for groups other than ``g``."""
-        if not self.items:
+        if not self.items and not self.held_for:
             return mask
-        if any(r.group is g for r in self.items):
-            mine = (self.owner < 0) | (self.owner == g.index)
+        own = self.held_for.get(g.index)
+        if own is not None or any(r.group is g for r in self.items):
+            mine = ((self.owner < 0) | (self.owner == g.index)) & ~self.held
+            if own is not None:
+                mine[own] = True
             return np.asarray(mask & mine, dtype=np.bool_)
         found = self._free_of.get(id(mask))
         if found is not None and found[0] is mask and found[1] == self.version:
             return found[2]
-        out = mask & (self.owner < 0)
+        out = mask & (self.owner < 0) & ~self.held
         self._free_of[id(mask)] = (mask, self.version, out)
         return out
 
     def release_placed(self) -> None:
         """Groups that got room after all (bound, or nominated by a preemption) release theirs."""
         keep = [r for r in self.items if not _has_room(r.group)]
-        if len(keep) == len(self.items):
+        groups = self.state.groups
+        holds = {i: n for i, n in self.held_for.items() if not _has_room(groups[i])}
+        if len(keep) == len(self.items) and len(holds) == len(self.held_for):
             return
         self.items = keep
+        self.held_for = holds
+        self.held[:] = False
+        for nodes in holds.values():
+            self.held[nodes] = True
         self.owner[:] = -1
         for r in keep:
             self.owner[list(r.nodes)] = r.group.index
@@ -133,7 +153,7 @@ class Reservations:
             return  # room promised by an earlier preemption is its hold already
         if self.full(g.pool):
             return
-        base = pool_mask & self.state.nodes.schedulable & (self.owner < 0)
+        base = pool_mask & self.state.nodes.schedulable & (self.owner < 0) & ~self.held
         chosen = self._choose(g, tasks, base)
         if not chosen:
             return

@@ -30,7 +30,7 @@ from operators.scheduler.snapshot import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Mapping, Sequence
 
     from numpy.typing import NDArray
 
@@ -220,8 +220,10 @@ class SessionState:
                 info.nominated = self.nodes.position.get(task.nominated_node, -1)
         self._account_bound(bound)
         for g in self.groups:
-            g.tasks.sort(key=lambda t: (-t.replica_priority, t.task.role, t.task.index, t.task.uid))
+            g.tasks.sort(key=lambda t: (*growth_key(t), t.task.uid))
         for g in self.groups:
+            if g.queue < 0:
+                continue  # a missing queue's demand belongs to no queue (it is refused)
             waiting = g.pending_tasks()
             if waiting:
                 first = waiting[0].req
@@ -280,10 +282,29 @@ class SessionState:
                         shares.append(share)
         if cards:
             np.subtract.at(self.gpu_free, (np.asarray(card_nodes), np.asarray(cards)), shares)
+        for t in bound:
+            if (t.gpu_cards or t.gpu_milli) and not t.gpu_ids:
+                self._assume_cards(t)
         full = self.gpu_free >= GPU_MILLI_PER_CARD - CARD_EPS
         self.full_cards = full.sum(axis=1)
         self.nvlink_best = _largest_island(full, self.nodes.nvlink_group)
         self.numa_best = _largest_island(full, self.nodes.numa_group)
+
+    def _assume_cards(self, t: TaskInfo) -> None:
+        """A bound GPU pod without ``gpu-ids`` (e.g. created with ``spec.nodeName``) still
+        holds cards: charge it the lowest-numbered cards left free once every pod with known
+        ids is counted, so they are not handed out again."""
+        free = self.gpu_free[t.node]
+        if t.gpu_milli:
+            fitting = [c for c in range(len(free)) if free[c] >= t.gpu_milli - CARD_EPS]
+            ids: tuple[int, ...] = (fitting[0],) if fitting else ()
+        else:
+            whole = [c for c in range(len(free)) if free[c] >= _FULL]
+            ids = tuple(whole[: t.gpu_cards])
+        share = self._per_card(t, ids)
+        for card in ids:
+            free[card] -= share
+        t.gpu_ids = ids
 
     def _group_info(self, pg: PodGroup, index: int) -> GroupInfo:
         queue = self.queues.position.get(pg.queue)
@@ -506,7 +527,7 @@ class SessionState:
             vec = self.space.vector(g.pg.min_resources)
             vec[self.space.pods] = max(vec[self.space.pods], float(g.pg.min_member))
         else:
-            chosen = gang_minimum(g, g.tasks)
+            chosen = complete_minimum(g, g.tasks)[0]
             first = chosen[0].req if chosen else None
             if first is not None and all(t.req is first for t in chosen):
                 vec = first * len(chosen)  # replicas of one shape share one vector
@@ -570,25 +591,46 @@ def _largest_island(full: NDArray[np.bool_], ids: NDArray[np.int32]) -> NDArray[
     return best
 
 
-def gang_minimum(g: GroupInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
-    """Which of ``candidates`` (in task order) make up the gang minimum.
+def growth_key(t: TaskInfo) -> tuple[float, float]:
+    """The one task order of a group: higher replica priority first, then replica index.
 
-    Every role's minimum first, then the highest-priority remaining tasks until ``minMember``.
+    Elastic groups grow in this order and shrink in its reverse; the gang minimum is the
+    earliest tasks in it (:func:`complete_minimum`). The gang plugin registers it as the task
+    order, so every action sees the same order.
     """
+    return (-float(t.replica_priority), float(t.task.index))
+
+
+def complete_minimum(
+    g: GroupInfo,
+    candidates: Sequence[TaskInfo],
+    have: int = 0,
+    have_per_role: Mapping[str, int] | None = None,
+) -> tuple[list[TaskInfo], bool]:
+    """The one definition of "which tasks form the gang minimum".
+
+    ``candidates`` are in growth order; ``have`` tasks (``have_per_role`` per role) already
+    count towards the minimum. Each role's missing minimum is filled first, with its earliest
+    candidates, then the earliest remaining candidates until ``minMember``. Returns the chosen
+    candidates and whether they complete the minimum.
+    """
+    per_role = have_per_role or {}
     chosen: list[TaskInfo] = []
     taken: set[int] = set()
+    complete = True
     for role, need in g.role_min.items():
-        count = 0
+        missing = need - per_role.get(role, 0)
         for i, t in enumerate(candidates):
-            if count >= need:
+            if missing <= 0:
                 break
             if t.task.role == role:
                 chosen.append(t)
                 taken.add(i)
-                count += 1
+                missing -= 1
+        complete = complete and missing <= 0
     for i, t in enumerate(candidates):
-        if len(chosen) >= g.pg.min_member:
+        if have + len(chosen) >= g.pg.min_member:
             break
         if i not in taken:
             chosen.append(t)
-    return chosen
+    return chosen, complete and have + len(chosen) >= g.pg.min_member

@@ -20,7 +20,6 @@ from operators.scheduler.actions.ordering import round_robin
 from operators.scheduler.decisions import Explanation, ReasonCode
 from operators.scheduler.framework import AllocatePass, Vote
 from operators.scheduler.placement import PlaceFailure, by_shape, place_group_tasks
-from operators.scheduler.plugins.gang import shortfall
 from operators.scheduler.session import ActionName
 from operators.scheduler.snapshot import GroupPhase
 from operators.scheduler.state import Placement
@@ -140,7 +139,7 @@ def allocate_group(
     skips placing groups equivalent to one that already failed in the pass."""
     state, ext = ssn.state, ssn.ext
     pending = ext.pending_in_order(g)
-    tasks = shortfall(g, pending)
+    tasks = ext.shortfall(g, pending)
     if tasks is None:
         have = len(g.tasks)
         state.explain(

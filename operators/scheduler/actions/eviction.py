@@ -25,8 +25,8 @@ from operators.scheduler.decisions import (
 )
 from operators.scheduler.framework import Purpose, VictimUnit, Vote
 from operators.scheduler.placement import place_group_tasks
-from operators.scheduler.plugins.gang import shortfall
-from operators.scheduler.state import Placement
+from operators.scheduler.snapshot import TaskStatus
+from operators.scheduler.state import Placement, complete_minimum
 from operators.scheduler.statement import Statement
 
 if TYPE_CHECKING:
@@ -49,26 +49,24 @@ class RoomOutcome:
     message: str = ""
 
 
-def _surplus(state: SessionState, g: GroupInfo) -> list[TaskInfo]:
-    """Running tasks above the gang minimum: lowest replica priority, highest index first."""
-    running = [t for t in g.tasks if t.held and t.placed == Placement.NONE and not t.evicted]
-    if len(running) <= g.pg.min_member:
+def _surplus(g: GroupInfo) -> list[TaskInfo]:
+    """Running tasks above the gang minimum, in shrink order (the reverse of growth order).
+
+    ``g.tasks`` is in growth order and the minimum is :func:`complete_minimum`'s; pods already
+    terminating are neither part of the minimum nor surplus (they are going anyway).
+    """
+    live = [
+        t
+        for t in g.tasks
+        if t.held
+        and t.placed == Placement.NONE
+        and not t.evicted
+        and t.task.status != TaskStatus.RELEASING
+    ]
+    if len(live) <= g.pg.min_member and not g.role_min:
         return []
-    kept: dict[str, int] = {}
-    order = sorted(running, key=lambda t: (-t.replica_priority, t.task.index, t.task.uid))
-    keep: list[TaskInfo] = []
-    extra: list[TaskInfo] = []
-    for t in order:
-        role = t.task.role
-        if kept.get(role, 0) < g.role_min.get(role, 0):
-            kept[role] = kept.get(role, 0) + 1
-            keep.append(t)
-        else:
-            extra.append(t)
-    # Fill the rest of minMember with the most valuable extras; the remainder is surplus.
-    spare = g.pg.min_member - len(keep)
-    surplus = extra[max(spare, 0) :]
-    return list(reversed(surplus))
+    keep = {id(t) for t in complete_minimum(g, live)[0]}
+    return [t for t in reversed(live) if id(t) not in keep]
 
 
 def victim_units(state: SessionState, preemptor: GroupInfo, purpose: Purpose) -> list[VictimUnit]:
@@ -125,9 +123,10 @@ def _units_of(state: SessionState, h: GroupInfo) -> list[VictimUnit]:
     borrowed = any(state.is_borrowed(t) for t in running)
     # Surplus replicas go one at a time (shrink only as far as needed), in shrink order.
     units = [
-        VictimUnit(h, (t,), surplus=True, borrowed=state.is_borrowed(t)) for t in _surplus(state, h)
+        VictimUnit(h, (t,), surplus=True, borrowed=state.is_borrowed(t), order=i)
+        for i, t in enumerate(_surplus(h))
     ]
-    units.append(VictimUnit(h, tuple(running), surplus=False, borrowed=borrowed))
+    units.append(VictimUnit(h, tuple(running), surplus=False, borrowed=borrowed, order=len(units)))
     return units
 
 
@@ -150,46 +149,50 @@ def make_room(
     allow_delay: bool = True,
     reason: EvictReason | None = None,
 ) -> RoomOutcome:
-    """Evict the fewest/cheapest eligible units so ``g``'s gang minimum fits, or nothing."""
+    """Evict the fewest/cheapest eligible units so ``g``'s gang minimum fits, or nothing.
+
+    ``only`` (a delayed preemption come due) limits the candidates to the groups marked then;
+    every other rule is the same as when they were marked, so a mark is never followed by a
+    decision taken under different rules.
+    """
     state, ext, config = ssn.state, ssn.ext, ssn.config
     pending = ext.pending_in_order(g)
-    tasks = shortfall(g, pending)
+    tasks = ext.shortfall(g, pending)
     if not tasks:
         return RoomOutcome(False, [], message="no pods to place")
     need = np.sum([t.req for t in tasks], axis=0)
-    if only is None and not ext.victims_possible(g, purpose):
+    if not ext.victims_possible(g, purpose):
         return RoomOutcome(False, [], message="no job may be preempted for it")
-    allowed = set(only) if only is not None else None
-    # Victims named up front (a delayed preemption come due) may sit in any queue: a delayed
-    # reclaim marks other queues' jobs, so look at exactly those groups.
+    # Marked victims may sit in any queue (a delayed reclaim marks other queues' jobs), so
+    # look at exactly those groups.
     candidates = (
         victim_units(state, g, purpose)
-        if allowed is None
+        if only is None
         else [
             u
-            for uid in sorted(allowed)
+            for uid in sorted(set(only))
             if uid in state.group_by_uid
             for u in _cached_units(state, state.group_by_uid[uid])
         ]
     )
-    units = [
-        u
-        for u in candidates
-        if (allowed is None or u.group.uid in allowed)
-        and not u.group.preemption_done
-        and (allowed is not None or ext.is_victim(g, u, purpose))
-    ]
-    units.sort(key=lambda u: ext.victim_key(g, u))
-    units = units[: config.max_victims_per_preemptor]
+    units = [u for u in candidates if not u.group.preemption_done and ext.is_victim(g, u, purpose)]
     if not units:
         return RoomOutcome(False, [], message="no job may be preempted for it")
+    units.sort(key=lambda u: ext.victim_key(g, u))
     if reason is None:
         reason = EvictReason.PREEMPTED if purpose is Purpose.PREEMPT else EvictReason.RECLAIMED
     node_sets: list[NodeSet] = list(ext.candidate_sets(g, state.nodes.schedulable))
     if purpose is Purpose.PREEMPT:
         node_sets = node_sets[:1]  # preemption stays inside the group's own pool
+    considered = 0
     for node_set in node_sets:
-        chosen = _search(ssn, g, tasks, need, units, node_set, reason)
+        # The bound on victims (session time) applies to those that could help here, so
+        # many that cannot (e.g. CPU pods for a GPU job) never hide one that can.
+        helpful = _relevant(state, units, node_set.mask, need)[: config.max_victims_per_preemptor]
+        considered = max(considered, len(helpful))
+        if not helpful:
+            continue
+        chosen = _search(ssn, g, tasks, need, helpful, node_set, reason, purpose)
         if chosen is None:
             continue
         victims, stmt = chosen
@@ -204,11 +207,40 @@ def make_room(
             u.group.preemption_done = True
         g.preemption_done = True
         return RoomOutcome(True, victims)
+    if not considered:
+        return RoomOutcome(False, [], message="no job that may be preempted holds what it lacks")
     return RoomOutcome(
         False,
         [],
-        message=f"even preempting all {len(units)} eligible job(s) would not make it fit",
+        message=f"even preempting all {considered} eligible job(s) would not make it fit",
     )
+
+
+def _relevant(
+    state: SessionState,
+    units: list[VictimUnit],
+    mask: NDArray[np.bool_],
+    need: NDArray[np.float64],
+) -> list[VictimUnit]:
+    """Units holding, on ``mask``, some of what the gang lacks there (every resource it asks
+    for when the room adds up but is fragmented)."""
+    room = np.maximum(state.free[mask], 0.0).sum(axis=0)
+    short = need > room + _EPS
+    if not short.any():
+        short = need > 0
+    helps: dict[int, bool] = {}  # per request vector: replicas of one shape share one
+    out: list[VictimUnit] = []
+    for u in units:
+        for t in u.tasks:
+            if not t.held or t.evicted or t.node < 0 or not mask[t.node]:
+                continue
+            found = helps.get(id(t.req))
+            if found is None:
+                found = helps[id(t.req)] = bool((t.req[short] > 0).any())
+            if found:
+                out.append(u)
+                break
+    return out
 
 
 def _search(
@@ -219,96 +251,101 @@ def _search(
     units: list[VictimUnit],
     node_set: NodeSet,
     reason: EvictReason,
+    purpose: Purpose,
 ) -> tuple[list[VictimUnit], Statement] | None:
+    """The shortest prefix of ``units`` (as the budgets admit them) after whose eviction the
+    gang fits on ``node_set``, minus units that share no node with the placement."""
     state, ext = ssn.state, ssn.ext
     mask = node_set.mask
-    stmt = Statement(state)
-    taken: list[VictimUnit] = []
-    success = False
-    # Cheap necessary condition first: idle room on these nodes plus what the victims taken so
-    # far hold there must cover the gang. Evictions are applied only once it does, so a search
-    # that fails (the common case under contention) costs almost nothing. Past that point,
-    # placement is tried after 1, 2, 4, ... more victims and once with all of them: a bounded
-    # number of attempts, then the pruning below drops victims the placement did not need.
+    message = f"to make room for {g.pg.namespace}/{g.pg.name}"
+
+    def attempt(prefix: list[VictimUnit]) -> Statement | None:
+        stmt = Statement(state)
+        for unit in prefix:
+            stmt.evict_many(list(unit.tasks), reason, message, g.uid)
+        if (
+            ext.allocatable(g, need).vote != Vote.REJECT
+            and place_group_tasks(ssn, stmt, g, tasks, mask, Placement.NOMINATE, node_set.label)
+            is None
+        ):
+            return stmt
+        stmt.discard()
+        return None
+
+    # Cheap necessary condition first: idle room on these nodes plus what the victims taken
+    # so far hold there must cover the gang; placement is tried only once it does, after 1,
+    # 2, 4, ... more victims and once with all of them (a bounded number of attempts); then
+    # the shortest prefix that works is found by bisection.
     used = need > 0
     room = np.maximum(state.free[mask], 0.0).sum(axis=0)[used]
-    pending: list[TaskInfo] = []
+    enough: list[bool] = []  # per prefix length - 1: does the room add up?
+    taken: list[VictimUnit] = []
+    budgets = ext.budgets(g, purpose)
+    failed = 0  # the longest prefix known not to work
+    found = 0  # the shortest prefix known to work (0: none yet)
     next_try = 0
-    tried_all = False
-
-    def attempt() -> bool:
-        nonlocal pending
-        stmt.evict_many(pending, reason, f"to make room for {g.pg.namespace}/{g.pg.name}", g.uid)
-        pending = []
-        if ext.allocatable(g, need).vote == Vote.REJECT:
-            return False
-        mark = stmt.mark()
-        if place_group_tasks(ssn, stmt, g, tasks, mask, Placement.NOMINATE, node_set.label) is None:
-            return True
-        stmt.rollback(mark)
-        return False
-
     for unit in units:
-        live = [t for t in unit.tasks if t.held and not t.evicted]
-        inside = [t for t in live if mask[t.node]]
-        if not inside:
+        inside = [t for t in unit.tasks if t.held and not t.evicted and mask[t.node]]
+        if not inside or not all(b.admits(unit) for b in budgets):
             continue
+        for b in budgets:
+            b.take(unit)
         for t in inside:
             room = room + t.req[used]
-        pending.extend(live)  # the whole unit goes (job-level), wherever its pods run
         taken.append(unit)
-        tried_all = False
-        if not bool((room + _EPS >= need[used]).all()) or len(taken) < next_try:
+        enough.append(bool((room + _EPS >= need[used]).all()))
+        if not enough[-1] or len(taken) < next_try:
             continue
-        tried_all = True
-        if attempt():
-            success = True
+        stmt = attempt(taken)
+        if stmt is not None:
+            stmt.discard()
+            found = len(taken)
             break
+        failed = len(taken)
         next_try = 2 * len(taken)
-    if not success and not tried_all and taken and bool((room + _EPS >= need[used]).all()):
-        success = attempt()
-    if not success:
-        stmt.discard()
+    if not found and taken and enough[-1] and failed < len(taken):
+        stmt = attempt(taken)
+        if stmt is not None:
+            stmt.discard()
+            found = len(taken)
+    if not found:
+        return None
+    while failed + 1 < found:
+        mid = (failed + found) // 2
+        trial = attempt(taken[:mid]) if enough[mid - 1] else None
+        if trial is not None:
+            trial.discard()
+            found = mid
+        else:
+            failed = mid
+    taken = taken[:found]
+    best = attempt(taken)
+    if best is None:
         return None
     # Keep only the victims that share a node with the placement; replay to confirm.
     used_nodes = {t.node for t in tasks}
     needed = [u for u in taken if any(t.node in used_nodes for t in u.tasks)]
     if len(needed) == len(taken):
-        return taken, stmt
-    stmt.discard()
-    retry = Statement(state)
-    for unit in needed:
-        retry.evict_many(
-            list(unit.tasks), reason, f"to make room for {g.pg.namespace}/{g.pg.name}", g.uid
-        )
-    if (
-        ext.allocatable(g, need).vote != Vote.REJECT
-        and place_group_tasks(ssn, retry, g, tasks, mask, Placement.NOMINATE, node_set.label)
-        is None
-    ):
-        return needed, retry
-    retry.discard()
-    # Fall back to the full set, which is known to work.
-    full = Statement(state)
-    for unit in taken:
-        full.evict_many(
-            list(unit.tasks), reason, f"to make room for {g.pg.namespace}/{g.pg.name}", g.uid
-        )
-    if place_group_tasks(ssn, full, g, tasks, mask, Placement.NOMINATE, node_set.label) is None:
-        return taken, full
-    full.discard()
-    return None
+        return taken, best
+    best.discard()
+    fewer = attempt(needed)
+    if fewer is not None:
+        return needed, fewer
+    again = attempt(taken)
+    return (taken, again) if again is not None else None
 
 
 def _mark_delayed(ssn: Session, g: GroupInfo, victims: list[VictimUnit], grace: float) -> None:
     deadline = ssn.state.now + grace
-    uids = tuple(dict.fromkeys(u.group.uid for u in victims))
-    ssn.decisions.append(MarkPrivileged(g.uid, uids, deadline))
+    # One mark (one Event, one hook) per victim job, naming every pod of it that will go.
+    going: dict[str, list[str]] = {}
     for u in victims:
         u.group.preemption_done = True
-        ssn.decisions.append(
-            MarkWillEvict(u.group.uid, g.uid, deadline, tuple(t.task.uid for t in u.tasks))
-        )
+        going.setdefault(u.group.uid, []).extend(t.task.uid for t in u.tasks)
+    uids = tuple(going)
+    ssn.decisions.append(MarkPrivileged(g.uid, uids, deadline))
+    for uid, pods in going.items():
+        ssn.decisions.append(MarkWillEvict(uid, g.uid, deadline, tuple(dict.fromkeys(pods))))
     g.preemption_done = True
     ssn.state.explain(
         g,

@@ -121,14 +121,19 @@ def advance_delayed(ssn: Session) -> None:
                 ),
             )
             continue
-        outcome = make_room(
-            ssn,
-            g,
-            Purpose.PREEMPT,
-            only=victims,
-            allow_delay=False,
-            reason=EvictReason.DELAYED_PREEMPTION_DUE,
-        )
+        # The marks do not say whether preempt or reclaim made them: ask both, in session
+        # order, under the rules that made the marks.
+        for purpose in (Purpose.PREEMPT, Purpose.RECLAIM):
+            outcome = make_room(
+                ssn,
+                g,
+                purpose,
+                only=victims,
+                allow_delay=False,
+                reason=EvictReason.DELAYED_PREEMPTION_DUE,
+            )
+            if outcome.placed:
+                break
         revert(
             [g.uid, *victims], "deadline reached" if outcome.placed else "it would no longer fit"
         )

@@ -3,8 +3,10 @@
 * node sets: the group's own pool; then, unless its pool disables borrowing, every other pool
   that does not disable sharing, the one with the most idle resources (of the kinds the group
   asks for) and fewest tasks first;
-* victims (preempt): only tasks on the preemptor's own pool nodes, and not at all in a pool with
-  ``disablePreemption``; (reclaim): any group with a task borrowed onto the preemptor's pool;
+* victims: never a unit with a task on the nodes of a pool with ``disablePreemption`` (by
+  preempt or reclaim), except tasks borrowed onto that pool, which its own jobs reclaim;
+  (preempt): only units with tasks on the preemptor's own pool nodes; (reclaim): any group with
+  a task borrowed onto the preemptor's pool;
 * victim order: borrowed units first.
 """
 
@@ -75,10 +77,20 @@ class Pools:
         self, preemptor: GroupInfo, unit: VictimUnit, purpose: Purpose
     ) -> bool | None:
         pool_of = self.state.nodes.pool_of
+        pools = self.state.nodes.pools
         mine = preemptor.pool
-        if purpose is Purpose.PREEMPT:
-            if self.state.nodes.pools[mine].disable_preemption:
+        for t in unit.tasks:
+            # disablePreemption: nothing running on the pool's nodes is evicted for another
+            # job, by preempt or reclaim; only tasks borrowed onto it go back to make room for
+            # the owner pool's own jobs.
+            if t.node < 0 or not pools[pool_of[t.node]].disable_preemption:
+                continue
+            owner_takes_back = (
+                purpose is Purpose.RECLAIM and t.pool != pool_of[t.node] and pool_of[t.node] == mine
+            )
+            if not owner_takes_back:
                 return False
+        if purpose is Purpose.PREEMPT:
             on_my_pool = any(t.node >= 0 and pool_of[t.node] == mine for t in unit.tasks)
             return None if on_my_pool else False
         # Reclaim: the owner pool takes back what others borrowed on its nodes.

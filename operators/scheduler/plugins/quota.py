@@ -54,7 +54,6 @@ class Quota:
         # change when holdings do, so they are computed once per holdings version (below).
         self._idle_at: tuple[object, NDArray[np.float64]] | None = None
         self._held: _HeldIndex | None = None
-        self._over_by_queue: dict[int, NDArray[np.float64]] = {}
         for g in state.groups:
             if g.queue >= 0 and g.phase == GroupPhase.INQUEUE and not g.gang_satisfied():
                 self.reserve(g, state.min_resources(g))
@@ -86,14 +85,16 @@ class Quota:
             return Verdict(Vote.REJECT, ReasonCode.QUEUE_CLOSED, f"queue {name!r} is closed: {why}")
         q = g.queue
         with_reserved = self.reserved[q] + need
-        if not tree.headroom_ok(q, with_reserved, overcommit=g.pg.overcommit):
-            cap = tree.capability[q]
+        capped = tree.capped_by(q, need, overcommit=g.pg.overcommit, pending=self.reserved)
+        if capped is not None:
+            cap = tree.capability[capped]
             return Verdict(
                 Vote.REJECT,
                 ReasonCode.QUOTA_EXCEEDED,
-                f"queue {name!r} capability ({space.describe(cap)}) would be exceeded: it holds "
-                f"{space.describe(tree.allocated[q] + self.reserved[q])}, the gang minimum "
-                f"needs {space.describe(need)}",
+                f"queue {tree.names[capped]!r} capability ({space.describe(cap)}) would be "
+                f"exceeded: it holds {space.describe(tree.allocated[capped])} and has "
+                f"{space.describe(self.reserved[capped])} admitted, the gang minimum needs "
+                f"{space.describe(need)}",
             )
         idle = self._idle() - self.reserved[0]
         if _within(need, idle, need):
@@ -116,12 +117,14 @@ class Quota:
             return Verdict(
                 Vote.REJECT, ReasonCode.QUEUE_MISSING, f"queue {g.pg.queue!r} does not exist"
             )
-        if not tree.headroom_ok(g.queue, need, overcommit=g.pg.overcommit):
+        capped = tree.capped_by(g.queue, need, overcommit=g.pg.overcommit)
+        if capped is not None:
             return Verdict(
                 Vote.REJECT,
                 ReasonCode.QUOTA_EXCEEDED,
-                f"queue {g.pg.queue!r} (or an ancestor) would exceed its capability: it holds "
-                f"{space.describe(tree.allocated[g.queue])}, needs {space.describe(need)} more",
+                f"queue {tree.names[capped]!r} would exceed its capability "
+                f"({space.describe(tree.capability[capped])}): it holds "
+                f"{space.describe(tree.allocated[capped])}, needs {space.describe(need)} more",
             )
         if phase is AllocatePass.SHARE:
             # The whole chain at once: rows are the queue and its ancestors.
@@ -162,11 +165,12 @@ class Quota:
             return True
         if not tree.reclaimable[vq]:
             return False
-        if not ((alloc > tree.deserved[vq] + _EPS) & (freed > 0)).any():
-            return False
-        if not _within(alloc - freed, np.full_like(alloc, np.inf), freed):
-            return False
-        return bool((alloc - freed >= tree.guarantee[vq] - _EPS)[freed > 0].all())
+        # How far down each level may go (deserved, guarantees) is the budget's call: it
+        # counts every unit one reclaim takes.
+        return bool(((alloc > tree.deserved[vq] + _EPS) & (freed > 0)).any())
+
+    def budget(self, preemptor: GroupInfo, purpose: Purpose) -> _QueueFloors:
+        return _QueueFloors(self, preemptor, purpose)
 
     def overused(self, q: int) -> bool:
         """At or above deserved on every dimension it deserves anything of (and holds some)."""
@@ -216,25 +220,18 @@ class Quota:
         return any(t.node >= 0 and node_pool[t.node] == pool for t in unit.tasks)
 
     def _reclaimable(self, g: GroupInfo) -> NDArray[np.float64]:
-        """Room other queues hold above their deserved share (and guarantee), plus held tasks
-        of lower-priority groups of ``g``'s queue (if ``g`` may preempt) and tasks borrowed
-        into ``g``'s pool.
+        """What preempt and the owner pool could free for ``g``: held tasks of lower-priority
+        groups of its queue (if ``g`` may preempt) and tasks borrowed into its pool.
 
-        Summed in the same order as the plain double loop over queues, then groups and their
-        tasks, so the figure is bit for bit the same; but the held tasks are indexed once per
-        holdings version, so each Pending group costs a few vector operations instead of a
-        walk over every task of the cluster."""
+        Room other queues hold above their share is no credit: reclaim frees it only for a
+        queue within its deserved share, which enqueue admits without any credit.
+
+        Summed in the same order as the plain loop over groups and their tasks, so the figure
+        is bit for bit the same; but the held tasks are indexed once per holdings version, so
+        each Pending group costs a few vector operations instead of a walk over every task of
+        the cluster."""
         held = self._held_index()
-        over = self._over_by_queue.get(g.queue)
-        if over is None:
-            tree = self.tree
-            over = self.state.space.zeros()
-            for q in range(tree.size):
-                if tree.is_leaf[q] and tree.reclaimable[q] and q != g.queue:
-                    over += np.maximum(
-                        tree.allocated[q] - np.maximum(tree.deserved[q], tree.guarantee[q]), 0.0
-                    )
-            self._over_by_queue[g.queue] = over
+        over = self.state.space.zeros()
         if not len(held.req):
             return over.copy()
         pick = (held.borrowed_pool == g.pool) & (held.borrowed_pool >= 0)
@@ -273,7 +270,6 @@ class Quota:
                 borrowed_pool=cols[4],
                 req=np.vstack(reqs) if reqs else np.zeros((0, state.space.size)),
             )
-            self._over_by_queue = {}
         return self._held
 
 
@@ -291,6 +287,59 @@ class _HeldIndex:
     req: NDArray[np.float64]
 
 
+class _QueueFloors:
+    """What one reclaim may take from each queue, counted over every unit it takes: a level
+    gives only while it is above its deserved share (on a resource the unit frees) and never
+    goes below its guarantee. The levels are the victim's queue and its ancestors below the
+    lowest queue it shares with the reclaiming queue (above that, room only moves inside)."""
+
+    __slots__ = ("preemptor", "purpose", "quota", "taken")
+
+    def __init__(self, quota: Quota, preemptor: GroupInfo, purpose: Purpose) -> None:
+        self.quota = quota
+        self.preemptor = preemptor
+        self.purpose = purpose
+        self.taken: dict[int, NDArray[np.float64]] = {}
+
+    def _levels(self, unit: VictimUnit) -> tuple[list[int], NDArray[np.float64] | None]:
+        quota, g = self.quota, unit.group
+        pq, vq = self.preemptor.queue, g.queue
+        if self.purpose is not Purpose.RECLAIM or vq < 0 or pq < 0 or vq == pq:
+            return [], None
+        if unit.borrowed and quota._on_pool(unit, self.preemptor.pool):
+            return [], None  # the owner pool takes its nodes back: pool rules decide
+        tree = quota.tree
+        if (
+            g.pg.overcommit
+            and tree.overcommit[vq]
+            and (tree.allocated[vq] > tree.capability[vq] + _EPS).any()
+        ):
+            return [], None  # overcommitted beyond capability: the first to go
+        freed = np.sum([t.req for t in unit.tasks if t.held and not t.evicted], axis=0)
+        return tree.below(vq, pq), freed
+
+    def admits(self, unit: VictimUnit) -> bool:
+        levels, freed = self._levels(unit)
+        if freed is None:
+            return True
+        tree = self.quota.tree
+        uses = freed > 0
+        for q in levels:
+            alloc = tree.allocated[q] - self.taken.get(q, 0.0)
+            if not (alloc[uses] > tree.deserved[q][uses] + _EPS).any():
+                return False
+            if not (alloc[uses] - freed[uses] >= tree.guarantee[q][uses] - _EPS).all():
+                return False
+        return True
+
+    def take(self, unit: VictimUnit) -> None:
+        levels, freed = self._levels(unit)
+        if freed is None:
+            return
+        for q in levels:
+            self.taken[q] = self.taken.get(q, 0.0) + freed
+
+
 def register(state: SessionState, ext: Extensions) -> Quota:
     quota = Quota(state)
     ext.queue_keys.append(quota.queue_key)
@@ -299,6 +348,7 @@ def register(state: SessionState, ext: Extensions) -> Quota:
     ext.victim_filters.append(quota.victim_filter)
     ext.victim_keys.append(quota.victim_key)
     ext.victim_prechecks.append(quota.victim_precheck)
+    ext.victim_budgets.append(quota.budget)
     ext.overused_checks.append(quota.overused)
     ext.enqueued_hooks.append(quota.reserve)
     ext.placed_hooks.append(quota.release)

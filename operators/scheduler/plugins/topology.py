@@ -3,7 +3,7 @@
 Network tiers (hard/soft ``highestTier``, same-ToR units) narrow the node mask in
 :mod:`operators.scheduler.placement`; this plugin handles what happens inside a node:
 
-* :func:`pick_gpus` chooses card ids: whole-card requests take the NVLink island (else NUMA node)
+* :func:`pick_gpus_many` (the card picker) chooses card ids: whole-card requests take the NVLink island (else NUMA node)
   that holds them with the fewest spare cards (best fit keeps big islands whole); if no island
   holds them, the fewest islands are spanned. Fractional requests take the fullest card that fits.
 * the scorer prefers, for multi-card pods, nodes where the cards fit in one NVLink island (1.0),
@@ -81,10 +81,6 @@ def _pick(
     return tuple(out)
 
 
-def pick_gpus(state: SessionState, node: int, t: TaskInfo) -> tuple[int, ...]:
-    return pick_gpus_many(state, node, t, 1)[0]
-
-
 def _whole_cards(state: SessionState, node: int, full: list[int], want: int) -> tuple[int, ...]:
     """``want`` cards out of the whole free ``full`` ones, keeping islands intact."""
     if len(full) < want:
@@ -136,3 +132,8 @@ class TopologyScorer:
 
 def register(state: SessionState, ext: Extensions) -> None:
     ext.scorers.append(TopologyScorer(state, state.config.topology_weight))
+
+    def pick(t: TaskInfo, node: int, count: int) -> tuple[tuple[int, ...], ...]:
+        return pick_gpus_many(state, node, t, count)
+
+    ext.card_pickers.append(pick)

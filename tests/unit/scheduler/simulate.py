@@ -33,9 +33,19 @@ if TYPE_CHECKING:
     from operators.scheduler.snapshot import PodGroup, Task
 
 
-def advance(snap: Snapshot, result: SessionResult, now: float) -> Snapshot:
+def advance(
+    snap: Snapshot, result: SessionResult, now: float, *, releasing: bool = False
+) -> Snapshot:
+    """With ``releasing``, evicted pods terminate for one session (Releasing, still holding
+    their room) before they come back Pending; otherwise they come back Pending at once."""
     tasks = {t.uid: t for t in snap.tasks}
     groups = {g.uid: g for g in snap.groups}
+    if releasing:
+        for t in snap.tasks:
+            if t.status == TaskStatus.RELEASING:
+                tasks[t.uid] = dataclasses.replace(
+                    t, status=TaskStatus.PENDING, node=None, gpu_ids=(), nominated_node=None
+                )
     for d in result.decisions:
         if isinstance(d, Bind):
             tasks[d.task] = dataclasses.replace(
@@ -45,9 +55,12 @@ def advance(snap: Snapshot, result: SessionResult, now: float) -> Snapshot:
             tasks[d.task] = dataclasses.replace(tasks[d.task], nominated_node=d.node)
         elif isinstance(d, Evict):
             for uid in d.tasks:
-                tasks[uid] = dataclasses.replace(
-                    tasks[uid], status=TaskStatus.PENDING, node=None, gpu_ids=()
-                )
+                if releasing:
+                    tasks[uid] = dataclasses.replace(tasks[uid], status=TaskStatus.RELEASING)
+                else:
+                    tasks[uid] = dataclasses.replace(
+                        tasks[uid], status=TaskStatus.PENDING, node=None, gpu_ids=()
+                    )
         elif isinstance(d, SetGroupPhase):
             groups[d.group] = dataclasses.replace(groups[d.group], phase=d.phase)
         elif isinstance(d, MarkPrivileged):

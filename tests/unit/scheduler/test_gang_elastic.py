@@ -93,3 +93,15 @@ def test_running_gang_is_moved_to_running_phase() -> None:
     from operators.scheduler.decisions import SetGroupPhase
 
     assert SetGroupPhase("g", GroupPhase.RUNNING, "GangBound") in result.decisions
+
+
+def test_min_member_zero_means_no_gang_each_pod_is_placed_on_its_own() -> None:
+    snap = Snapshot(
+        now=0,
+        nodes=(node("n0", cpu=8),),
+        groups=(group("g", min_member=0, phase=GroupPhase.PENDING),),
+        tasks=tuple(tasks("g", 3, cpu=4)),
+    )
+    result = run_session(snap)
+    assert len(binds(result)) == 2  # not all-or-nothing: the two that fit go
+    assert result.explanations["g"].code == ReasonCode.GROWING

@@ -8,6 +8,7 @@ from operators.scheduler import run_session
 from operators.scheduler.decisions import ReasonCode
 from operators.scheduler.snapshot import (
     GpuTopology,
+    GroupPhase,
     NetworkTopology,
     NodeSelectorTerm,
     SelectorOperator,
@@ -201,3 +202,52 @@ def test_same_tor_units() -> None:
     where = {b.task: b.node[:2] for b in binds(run_session(snap))}
     assert where["g-0"] == where["g-1"]
     assert where["g-2"] == where["g-3"]
+
+
+def _tors(mode: TopologyMode) -> Snapshot:
+    """Three ToRs where each pod shape fits on its own but not both; one empty ToR."""
+    topo = Topology(
+        name="t",
+        levels=(TopologyLevel("tor", "tor"), TopologyLevel("hostname", "kubernetes.io/hostname")),
+    )
+    busy = [node(f"busy{i}", cpu=8, gpus=1, labels={"tor": f"t{i}"}) for i in range(3)]
+    free = [node(f"free{i}", cpu=4, gpus=1, labels={"tor": "t9"}) for i in range(2)]
+    gang = [*tasks("g", 1, cpu=3, gpus=1, role="gpu"), *tasks("g", 1, cpu=3, role="cpu")]
+    return Snapshot(
+        now=0,
+        nodes=(*busy, *free),
+        topology=topo,
+        groups=(
+            group("filler", phase=GroupPhase.RUNNING),
+            group("g", min_member=2, network_topology=NetworkTopology(mode, "tor")),
+        ),
+        tasks=(*tasks("filler", 3, cpu=4, on=[n.name for n in busy]), *gang),
+    )
+
+
+def test_hard_topology_finds_the_one_tor_that_holds_every_pod_shape() -> None:
+    placed = {b.node for b in binds(run_session(_tors(TopologyMode.HARD))) if b.group == "g"}
+    assert placed
+    assert placed <= {"free0", "free1"}
+
+
+def test_soft_topology_prefers_the_tor_that_holds_the_whole_gang() -> None:
+    placed = {b.node for b in binds(run_session(_tors(TopologyMode.SOFT))) if b.group == "g"}
+    assert placed
+    assert placed <= {"free0", "free1"}
+
+
+def test_bound_gpu_pod_without_card_ids_still_holds_its_cards() -> None:
+    snap = Snapshot(
+        now=0,
+        nodes=(node("n0", cpu=16, gpus=4),),
+        groups=(group("running", phase=GroupPhase.RUNNING), group("a"), group("b")),
+        tasks=(
+            *tasks("running", 1, cpu=1, gpus=2, on=["n0"]),  # no gpu_ids (e.g. spec.nodeName)
+            *tasks("a", 1, cpu=1, gpus=2),
+            *tasks("b", 1, cpu=1, gpus=2),
+        ),
+    )
+    placed = binds(run_session(snap))
+    assert len(placed) == 1  # two cards are free, not four
+    assert len(placed[0].gpu_ids) == 2

@@ -1,5 +1,5 @@
 """Admission's reclaimable room, indexed once per holdings version, is bit for bit the figure of
-the plain loop over every queue, group and task that it replaced (which cost O(all tasks) per
+the plain loop over every group and task that it replaced (which cost O(all tasks) per
 Pending group: quadratic on a full cluster)."""
 
 from __future__ import annotations
@@ -25,14 +25,10 @@ from .test_properties import PROFILE
 
 
 def plain_loop(quota: Quota, g: GroupInfo) -> NDArray[np.float64]:
-    """The reclaimable room as first written: every queue, then every task of every group."""
-    state, tree = quota.state, quota.tree
+    """The reclaimable room as first written: every task of every group (room other queues
+    hold above their share is no credit, see Quota._reclaimable)."""
+    state = quota.state
     total = state.space.zeros()
-    for q in range(tree.size):
-        if tree.is_leaf[q] and tree.reclaimable[q] and q != g.queue:
-            total += np.maximum(
-                tree.allocated[q] - np.maximum(tree.deserved[q], tree.guarantee[q]), 0.0
-            )
     for other in state.groups:
         if other is g:
             continue

@@ -1,0 +1,90 @@
+"""Delayed preemption carried across sessions: marks, the deadline, what goes at the deadline."""
+
+from __future__ import annotations
+
+from operators.scheduler import run_session
+from operators.scheduler.decisions import MarkWillEvict, RevertDelayedPreemption
+from operators.scheduler.snapshot import (
+    GroupPhase,
+    LabelSelector,
+    Pool,
+    Queue,
+    ReplicaSpec,
+    Snapshot,
+)
+
+from .builders import evictions, group, node, nominations, tasks
+from .simulate import advance
+
+
+def _marks(result: object) -> list[MarkWillEvict]:
+    return [d for d in getattr(result, "decisions", ()) if isinstance(d, MarkWillEvict)]
+
+
+def test_delayed_reclaim_from_a_lender_pool_evicts_at_the_deadline() -> None:
+    """Reclaim marked a job in a lender pool; at the deadline the same rules (reclaim, every
+    node set the group may use) decide, so the victim goes instead of a revert-and-mark loop."""
+    pools = (Pool("a", LabelSelector({"pool": "a"})), Pool("b", LabelSelector({"pool": "b"})))
+    snap = Snapshot(
+        now=0.0,
+        nodes=(
+            node("a0", cpu=4, labels={"pool": "a"}),
+            node("b0", cpu=4, labels={"pool": "b"}),
+            node("b1", cpu=4, labels={"pool": "b"}),
+        ),
+        pools=pools,
+        queues=(
+            Queue("qa"),
+            Queue("qb", preemption_delay=30.0),
+            Queue("qx", reclaimable=False),
+        ),
+        groups=(
+            group("x", queue="qx", pool="a", phase=GroupPhase.RUNNING),
+            group("v", queue="qb", pool="b", min_member=2, phase=GroupPhase.RUNNING),
+            group("p", queue="qa", pool="a"),
+        ),
+        tasks=(
+            *tasks("x", 1, cpu=4, on=["a0"]),
+            *tasks("v", 2, cpu=4, on=["b0", "b1"]),
+            *tasks("p", 1, cpu=4),
+        ),
+    )
+    first = run_session(snap)
+    assert [m.victim for m in _marks(first)] == ["v"]
+    assert not evictions(first)
+    snap = advance(snap, first, now=10.0)
+    waiting = run_session(snap)
+    assert not evictions(waiting)
+    assert not _marks(waiting)
+    snap = advance(snap, waiting, now=31.0)
+    due = run_session(snap)
+    assert [e.group for e in evictions(due)] == ["v"]
+    assert {n.group for n in nominations(due)} == {"p"}
+    assert not _marks(due)
+
+
+def test_deadline_evicts_only_the_announced_surplus_and_one_mark_per_victim() -> None:
+    snap = Snapshot(
+        now=0.0,
+        nodes=(node("n0", cpu=8),),
+        groups=(
+            group(
+                "e",
+                min_member=2,
+                phase=GroupPhase.RUNNING,
+                replica_specs=(ReplicaSpec("w", 2, 6),),
+                preemption_grace=30.0,
+            ),
+            group("p", min_member=6, priority=100),
+        ),
+        tasks=(*tasks("e", 6, cpu=1, role="w", on=["n0"]), *tasks("p", 6, cpu=1)),
+    )
+    first = run_session(snap)
+    marks = _marks(first)
+    assert len(marks) == 1, marks  # one mark (one Event) per victim job, not per surplus pod
+    assert len(marks[0].tasks) == 4
+    snap = advance(snap, first, now=31.0)
+    due = run_session(snap)
+    gone = [uid for e in evictions(due) for uid in e.tasks]
+    assert sorted(gone) == sorted(marks[0].tasks)
+    assert any(isinstance(d, RevertDelayedPreemption) for d in due.decisions)

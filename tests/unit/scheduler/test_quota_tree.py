@@ -1,0 +1,141 @@
+"""Quota across the queue tree under contention: parents' guarantees and capabilities, groups
+naming a missing queue, enqueue's credit for reclaimable room."""
+
+from __future__ import annotations
+
+import pytest
+
+from operators.scheduler import run_session
+from operators.scheduler.decisions import ReasonCode, SetGroupPhase
+from operators.scheduler.session import ActionName, SessionConfig
+from operators.scheduler.snapshot import GroupPhase, Queue, Snapshot
+
+from .builders import evictions, group, node, nominations, tasks
+
+
+def _missing_queue_cluster(with_stray: bool) -> Snapshot:
+    stray = (group("stray", queue="nope"),) if with_stray else ()
+    stray_tasks = tasks("stray", 40, cpu=1) if with_stray else []
+    return Snapshot(
+        now=0.0,
+        nodes=(node("n0", cpu=4), node("n1", cpu=4), node("n2", cpu=4)),
+        queues=(Queue("a"), Queue("b"), Queue("zz")),
+        groups=(
+            group("hog", queue="a", phase=GroupPhase.RUNNING),
+            group("want", queue="b", min_member=5),
+            *stray,
+        ),
+        tasks=(
+            *tasks("hog", 12, cpu=1, on=["n0", "n1", "n2"]),
+            *tasks("want", 5, cpu=1),
+            *stray_tasks,
+        ),
+    )
+
+
+def test_a_group_naming_a_missing_queue_adds_no_demand_to_any_queue() -> None:
+    plain = run_session(_missing_queue_cluster(with_stray=False))
+    stray = run_session(_missing_queue_cluster(with_stray=True))
+    for name in ("a", "b", "zz", "default"):
+        assert stray.queues[name].deserved == plain.queues[name].deserved, name
+    # ... so b's legitimate reclaim still happens.
+    assert {e.group for e in evictions(stray)} == {"hog"}
+    assert "want" in {n.group for n in nominations(stray)}
+    assert stray.explanations["stray"].code == ReasonCode.QUEUE_MISSING
+
+
+def _department(guarantee: int) -> Snapshot:
+    """d1 holds the whole department's 12 cpu while d2 also asks: d1 is above its share."""
+    return Snapshot(
+        now=0.0,
+        nodes=(node("n0", cpu=12), node("n1", cpu=4)),
+        queues=(
+            Queue("dept", guarantee={"cpu": guarantee * 1000} if guarantee else {}),
+            Queue("d1", parent="dept"),
+            Queue("d2", parent="dept"),
+            Queue("hog", reclaimable=False),
+            Queue("other", weight=10),
+        ),
+        groups=(
+            group("team", queue="d1", phase=GroupPhase.RUNNING),
+            group("later", queue="d2", min_member=8),
+            group("h", queue="hog", phase=GroupPhase.RUNNING),
+            group("o", queue="other", min_member=2),
+        ),
+        tasks=(
+            *tasks("team", 12, cpu=1, on=["n0"]),
+            *tasks("later", 8, cpu=1),
+            *tasks("h", 4, cpu=1, on=["n1"]),
+            *tasks("o", 2, cpu=1),
+        ),
+    )
+
+
+def test_reclaim_never_takes_a_parent_queue_below_its_guarantee() -> None:
+    result = run_session(_department(guarantee=12))
+    assert not evictions(result)
+    assert "o" not in {n.group for n in nominations(result)}
+
+
+def test_control_reclaim_takes_from_a_child_above_its_share_without_a_parent_floor() -> None:
+    result = run_session(_department(guarantee=0))
+    gone = [uid for e in evictions(result) if e.group == "team" for uid in e.tasks]
+    assert len(gone) == 2
+    assert "o" in {n.group for n in nominations(result)}
+
+
+def test_enqueue_counts_siblings_reservations_against_the_parents_capability() -> None:
+    snap = Snapshot(
+        now=0.0,
+        nodes=(node("n0", cpu=16),),
+        queues=(
+            Queue("dept", capability={"cpu": 4000}),
+            Queue("c1", parent="dept"),
+            Queue("c2", parent="dept"),
+        ),
+        groups=(
+            group("g1", queue="c1", min_member=3, phase=GroupPhase.PENDING),
+            group("g2", queue="c2", min_member=3, phase=GroupPhase.PENDING),
+        ),
+        tasks=(*tasks("g1", 3, cpu=1), *tasks("g2", 3, cpu=1)),
+    )
+    result = run_session(snap, SessionConfig(actions=(ActionName.ENQUEUE,)))
+    admitted = {d.group for d in result.decisions if isinstance(d, SetGroupPhase)}
+    assert len(admitted) == 1
+    refused = ({"g1", "g2"} - admitted).pop()
+    explanation = result.explanations[refused]
+    assert explanation.code == ReasonCode.QUOTA_EXCEEDED
+    assert "'dept'" in explanation.message
+    assert "cpu 4" in explanation.message
+
+
+@pytest.mark.parametrize(("weight", "admitted"), [(1, False), (6, True)])
+def test_enqueue_gives_no_reclaim_credit_to_a_queue_already_over_its_share(
+    weight: int, admitted: bool
+) -> None:
+    """qa holds 6 cpu; with weight 1 it deserves 3 (over its share: reclaim would refuse to
+    help it, so reclaimable room elsewhere must not admit it); with weight 6 it is within."""
+    snap = Snapshot(
+        now=0.0,
+        nodes=(node("n0", cpu=6, pods=6), node("n1", cpu=6, pods=6)),
+        queues=(Queue("qa", weight=weight), Queue("qc"), Queue("qd", weight=2)),
+        groups=(
+            group("a", queue="qa", phase=GroupPhase.RUNNING),
+            group("c", queue="qc", phase=GroupPhase.RUNNING),
+            # Admitted earlier (reserves only its stated minimum); its pods make qd's demand.
+            group("d", queue="qd", min_resources={"cpu": 1000}, phase=GroupPhase.INQUEUE),
+            group("g", queue="qa", min_member=2, phase=GroupPhase.PENDING),
+        ),
+        tasks=(
+            *tasks("a", 6, cpu=1, on=["n0"]),
+            *tasks("c", 6, cpu=1, on=["n1"]),
+            *tasks("d", 6, cpu=1),
+            *tasks("g", 2, cpu=1),
+        ),
+    )
+    result = run_session(snap, SessionConfig(actions=(ActionName.ENQUEUE,)))
+    assert any(isinstance(d, SetGroupPhase) and d.group == "g" for d in result.decisions) == (
+        admitted
+    )
+    if not admitted:
+        assert result.explanations["g"].code == ReasonCode.NOT_ADMITTED
