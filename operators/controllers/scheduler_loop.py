@@ -30,9 +30,9 @@ from operators.runtime.informer import Informer, WatchedKind
 from operators.runtime.leader import LeaderElector, LeaseConfig
 from operators.runtime.metrics import SchedulerMetrics
 from operators.runtime.settings import SchedulerSettings
+from operators.scheduler import SessionConfig, SessionResult, run_session
 from operators.scheduler import decisions as D
 from operators.scheduler import snapshot as S
-from operators.scheduler.session import SessionConfig, SessionResult, run_session
 
 log = logging.getLogger(__name__)
 

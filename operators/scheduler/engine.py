@@ -1,4 +1,6 @@
-"""Session engine: open -> actions -> close.
+"""Session engine: ``run_session(snapshot, config) -> SessionResult``, open -> actions -> close.
+
+Everything is deterministic for a given snapshot and config.
 
 Numbered phases, each timed with the caller's timer when one is given:
 
@@ -84,6 +86,11 @@ ACTIONS: dict[ActionName, Callable[[Session], None]] = {
     ActionName.RECLAIM: reclaim.run,
     ActionName.BACKFILL: backfill.run,
 }
+
+
+def run_session(snapshot: Snapshot, config: SessionConfig | None = None) -> SessionResult:
+    """Run one scheduling session over ``snapshot`` and return what to do."""
+    return execute(snapshot, config or SessionConfig())
 
 
 def execute(snapshot: Snapshot, config: SessionConfig) -> SessionResult:

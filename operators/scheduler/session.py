@@ -1,8 +1,7 @@
-"""The single entry point: ``run_session(snapshot, config) -> SessionResult``.
+"""What a session is asked to do and what it returns: ``SessionConfig`` and ``SessionResult``.
 
-One session = open (index the snapshot into vectors, compute deserved shares), then run the
-configured actions in order, then close (turn committed statements into decisions, compute
-statuses and explanations). Everything is deterministic for a given snapshot and config.
+Plain types at the bottom of the core's layers (engine.py, which runs a session, imports them;
+nothing here imports the engine). The entry point is :func:`operators.scheduler.run_session`.
 """
 
 from __future__ import annotations
@@ -16,7 +15,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from operators.scheduler.decisions import Bind, Decision, Explanation
     from operators.scheduler.framework import NodeScorer
-    from operators.scheduler.snapshot import Resources, Snapshot
+    from operators.scheduler.snapshot import Resources
     from operators.scheduler.state import SessionState
 
 
@@ -121,10 +120,3 @@ class SessionResult:
     reservations: Mapping[str, tuple[str, ...]] = field(
         default_factory=lambda: MappingProxyType({})
     )
-
-
-def run_session(snapshot: Snapshot, config: SessionConfig | None = None) -> SessionResult:
-    """Run one scheduling session over ``snapshot`` and return what to do."""
-    from operators.scheduler.engine import execute  # local: keeps this module import-light
-
-    return execute(snapshot, config or SessionConfig())

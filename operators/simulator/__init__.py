@@ -2,7 +2,7 @@
 
 The simulator never talks to an API server and never reads a clock: it builds
 :class:`~operators.scheduler.snapshot.Snapshot` objects, runs
-:func:`~operators.scheduler.session.run_session` on them, and carries the decisions forward in
+:func:`~operators.scheduler.engine.run_session` on them, and carries the decisions forward in
 simulated time. So the decisions it reports are the ones the live scheduler would take.
 
 * ``openb.py`` - the FGD paper's one-shot protocol on the Alibaba openb GPU trace;

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from operators.scheduler import ActionName, SessionConfig, run_session
 from operators.scheduler.decisions import Bind
-from operators.scheduler.session import ActionName, SessionConfig, run_session
 from operators.scheduler.snapshot import (
     CPU,
     GPU,

@@ -117,7 +117,16 @@ def _units_of(state: SessionState, h: GroupInfo) -> list[VictimUnit]:
     if any(t.placed != Placement.NONE for t in h.tasks):
         # Placed by this very session: evicting its older pods would break the gang just bound.
         return []
-    running = [t for t in h.tasks if t.held and t.placed == Placement.NONE and not t.evicted]
+    # Pods already terminating are not taken again: their room is promised to whoever evicted
+    # them (it frees by itself, and counting it twice would nominate two groups into it).
+    running = [
+        t
+        for t in h.tasks
+        if t.held
+        and t.placed == Placement.NONE
+        and not t.evicted
+        and t.task.status != TaskStatus.RELEASING
+    ]
     if not running:
         return []
     borrowed = any(state.is_borrowed(t) for t in running)

@@ -55,6 +55,8 @@ def preemptors(ssn: Session) -> list[GroupInfo]:
 
 
 def run(ssn: Session) -> None:
+    # Groups allocate placed need their holds no more: their room is no one else's to keep.
+    ssn.reservations.release_placed()
     advance_delayed(ssn)
     for g in preemptors(ssn):
         attempt(ssn, g, Purpose.PREEMPT)

@@ -306,8 +306,6 @@ class _QueueFloors:
         pq, vq = self.preemptor.queue, g.queue
         if self.purpose is not Purpose.RECLAIM or vq < 0 or pq < 0 or vq == pq:
             return [], None
-        if unit.borrowed and quota._on_pool(unit, self.preemptor.pool):
-            return [], None  # the owner pool takes its nodes back: pool rules decide
         tree = quota.tree
         if (
             g.pg.overcommit
@@ -315,8 +313,17 @@ class _QueueFloors:
             and (tree.allocated[vq] > tree.capability[vq] + _EPS).any()
         ):
             return [], None  # overcommitted beyond capability: the first to go
-        freed = np.sum([t.req for t in unit.tasks if t.held and not t.evicted], axis=0)
-        return tree.below(vq, pq), freed
+        # Tasks borrowed onto the reclaiming group's pool go back to it whatever the quota
+        # (pool rules decide); the rest of the unit counts.
+        pool_of, own = quota.state.nodes.pool_of, self.preemptor.pool
+        going = [
+            t.req
+            for t in unit.tasks
+            if t.held and not t.evicted and not (pool_of[t.node] == own and t.pool != own)
+        ]
+        if not going:
+            return [], None
+        return tree.below(vq, pq), np.sum(going, axis=0)
 
     def admits(self, unit: VictimUnit) -> bool:
         levels, freed = self._levels(unit)
