@@ -18,8 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from operators.scheduler import run_session
 from operators.scheduler.decisions import Bind, Evict, Nominate, SetGroupPhase
-from operators.scheduler.session import run_session
 from operators.scheduler.snapshot import (
     CPU,
     GPU,
