@@ -10,9 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import signal
-import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -25,6 +22,7 @@ import pytest
 from kubernetes import client
 
 from operators.devcluster.cluster import DevCluster
+from operators.devcluster.operator_process import OperatorProcess
 
 TIMEOUT = 90.0  # a hang guard, not a speed target
 
@@ -85,36 +83,10 @@ class Receiver:
         return list(dict.fromkeys(self.ids()))
 
 
-class EventsOperator:
-    def __init__(self, kubeconfig: str, log_dir: Path) -> None:
-        self.cmd = [
-            sys.executable,
-            "-m",
-            "operators",
-            "events",
-            f"--kubeconfig={kubeconfig}",
-            "--events-flush-seconds=0.2",
-            "--events-health-port=0",  # tests run side by side: no fixed port
-            "--log-level=DEBUG",
-        ]
-        self.log_path = log_dir / "events-operator.log"
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        with self.log_path.open("ab") as out:
-            self.proc = subprocess.Popen(self.cmd, stdout=out, stderr=subprocess.STDOUT)
-        # Its watches start right after this line; a busy machine may take a while to import.
-        wait_for(lambda: "operator events started" in self.log(), "the events operator", 180)
-
-    def kill(self, sig: int = signal.SIGKILL) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            self.proc.wait(20)
-
-    def log(self) -> str:
-        if not self.log_path.exists():
-            return ""
-        return self.log_path.read_text(errors="replace")[-4000:]
+def started(proc: OperatorProcess) -> OperatorProcess:
+    # Its watches start right after this line; a busy machine may take a while to import.
+    wait_for(lambda: "operator events started" in proc.log(), "the events operator", 180)
+    return proc
 
 
 @pytest.fixture
@@ -128,15 +100,19 @@ def receiver() -> Iterator[Receiver]:
 
 
 @pytest.fixture
-def operator(cluster: DevCluster, tmp_path: Path) -> Iterator[EventsOperator]:
-    op = EventsOperator(str(cluster.kubeconfig), tmp_path)
-    op.start()
+def operator(cluster: DevCluster, tmp_path: Path) -> Iterator[OperatorProcess]:
+    proc = OperatorProcess(
+        "events",
+        Path(cluster.kubeconfig),
+        tmp_path,
+        "--events-flush-seconds=0.2",
+        "--events-health-port=0",  # tests run side by side: no fixed port
+    )
+    started(proc.start())
     try:
-        yield op
+        yield proc
     finally:
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            op.kill(signal.SIGTERM)
-        op.kill()
+        proc.stop()
 
 
 @pytest.fixture
@@ -227,7 +203,7 @@ def test_in_order_through_receiver_outage_and_operator_kill(
     kubectl: Callable[..., Any],
     namespace: str,
     receiver: Receiver,
-    operator: EventsOperator,
+    operator: OperatorProcess,
     sinks: Callable[[str, dict[str, Any]], str],
 ) -> None:
     sink = sinks(receiver.url, {})
@@ -260,7 +236,7 @@ def test_in_order_through_receiver_outage_and_operator_kill(
 
     operator.kill()
     record(k8s, namespace, "billed", 9)
-    operator.start()
+    started(operator.start())
     wait_for(lambda: receiver.first_seen() == expected, f"9 events\n{operator.log()}")
     wait_for(
         lambda: job_status(k8s, namespace, "billed").get("transitionsDelivered") == 9,
@@ -274,7 +250,7 @@ def test_namespace_filter_sends_only_that_namespace(
     k8s: client.ApiClient,
     namespace: str,
     receiver: Receiver,
-    operator: EventsOperator,
+    operator: OperatorProcess,
     sinks: Callable[[str, dict[str, Any]], str],
 ) -> None:
     core = client.CoreV1Api(k8s)
@@ -298,3 +274,68 @@ def test_namespace_filter_sends_only_that_namespace(
         assert all(e["data"]["namespace"] == namespace for e in receiver.events)
     finally:
         core.delete_namespace(other, propagation_policy="Background")
+
+
+def test_a_real_job_life_and_a_missing_sink(
+    cluster: DevCluster,
+    k8s: client.ApiClient,
+    namespace: str,
+    receiver: Receiver,
+    operator: OperatorProcess,
+    sinks: Callable[[str, dict[str, Any]], str],
+    tmp_path: Path,
+) -> None:
+    """With the jobs operator and the scheduler: the job's Job-level transitions arrive in the
+    order of its log, and the hook naming a missing sink is a condition, not a stuck job."""
+    kubeconfig = Path(cluster.kubeconfig)
+    procs = [
+        OperatorProcess(
+            "scheduler", kubeconfig, tmp_path, "--metrics-port=0", "--no-leader-election"
+        ).start(),
+        OperatorProcess("jobs", kubeconfig, tmp_path, "--jobs-health-port=0").start(),
+    ]
+    try:
+        sink = sinks(receiver.url, {})
+        template = {
+            "metadata": {"annotations": {"sluice.dev/complete-after": "1s"}},
+            "spec": {
+                "schedulerName": "sluice",
+                "restartPolicy": "Never",
+                "containers": [
+                    {"name": "c", "image": "fake", "resources": {"requests": {"cpu": "100m"}}}
+                ],
+            },
+        }
+        spec = {
+            "hooks": [{"sink": sink, "levels": ["Job"]}, {"sink": "no-such-sink"}],
+            "tasks": [{"name": "w", "replicas": 1, "template": template}],
+        }
+        body = {
+            "apiVersion": "batch.sluice.dev/v1alpha1",
+            "kind": "VCJob",
+            "metadata": {"name": "life"},
+            "spec": spec,
+        }
+        uid = client.CustomObjectsApi(k8s).create_namespaced_custom_object(
+            "batch.sluice.dev", "v1alpha1", namespace, "vcjobs", body
+        )["metadata"]["uid"]
+
+        def condition() -> dict[str, Any] | None:
+            conds = job_status(k8s, namespace, "life").get("conditions") or ()
+            return next((c for c in conds if c["type"] == "Valid" and c["status"] == "False"), None)
+
+        wait_for(lambda: condition() is not None, "the missing-sink condition")
+        assert "EventSink no-such-sink does not exist" in str(condition())
+        wait_for(
+            lambda: job_status(k8s, namespace, "life").get("phase") == "Completed",
+            f"the job to complete\n{procs[1].log(40)}",
+        )
+        status = job_status(k8s, namespace, "life")
+        job_level = [t["seq"] for t in status["transitions"] if t["level"] == "Job"]
+        expected = [f"{uid}-{seq}" for seq in job_level]
+        wait_for(lambda: receiver.first_seen() == expected, f"the job's events\n{operator.log(40)}")
+        assert receiver.events[-1]["type"] == "dev.sluice.job.completed"
+        assert all(e["data"]["level"] == "Job" for e in receiver.events)
+    finally:
+        for proc in procs:
+            proc.stop()
