@@ -7,7 +7,9 @@ from typing import Any
 import pytest
 
 from operators.__main__ import OPERATORS
+from operators.controllers.events import EventsSettings
 from operators.install.kustomize import MANIFESTS, REPO, build, deployments, operator_container
+from operators.runtime.settings import SchedulerSettings, load_settings
 
 BASE = MANIFESTS / "base"
 OVERLAYS = {name: MANIFESTS / "overlays" / name for name in ("dev", "production")}
@@ -123,3 +125,37 @@ def test_argo_cd_sync_waves_put_crds_first_and_custom_resources_last(
     assert len(of_kind(objects, "CustomResourceDefinition")) == len(
         list((REPO / "crds").glob("*.yaml"))
     )
+
+
+# The operators that export Prometheus metrics, and their settings (the port they serve it on).
+METRICS_SETTINGS: dict[str, tuple[type[Any], str]] = {
+    "scheduler": (SchedulerSettings, ""),
+    "events": (EventsSettings, "events"),
+}
+
+
+def test_every_operator_exporting_metrics_is_behind_the_metrics_service(
+    rendered: dict[str, list[dict[str, Any]]],
+) -> None:
+    objects = rendered["base"]
+    (service,) = [
+        o for o in of_kind(objects, "Service") if o["metadata"]["name"] == "sluice-metrics"
+    ]
+    selector = service["spec"]["selector"].items()
+    (target,) = {p["targetPort"] for p in service["spec"]["ports"]}
+    scraped = set()
+    for deployment in deployments(objects):
+        container = operator_container(deployment)
+        operator = container["args"][0]
+        labels = deployment["spec"]["template"]["metadata"]["labels"]
+        if operator not in METRICS_SETTINGS:
+            assert not selector <= labels.items(), f"{operator} serves no /metrics"
+            continue
+        assert selector <= labels.items(), f"{operator}'s /metrics is not scraped"
+        cls, prefix = METRICS_SETTINGS[operator]
+        env = {e["name"]: e["value"] for e in container.get("env") or [] if "value" in e}
+        settings = load_settings(cls, environ=env, prefix=prefix)
+        ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+        assert settings.metrics_port == ports[target], f"{operator} serves /metrics elsewhere"
+        scraped.add(operator)
+    assert scraped == set(METRICS_SETTINGS)
