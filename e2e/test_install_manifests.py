@@ -155,14 +155,21 @@ def test_operators_schedule_under_their_own_accounts(
     queue = wait_for(default_queue_with_status, timeout=60, what="the default Queue's status")
     assert queue is not None
     assert queue["metadata"]["annotations"]["argocd.argoproj.io/sync-wave"] == "1"
-    # The probes the Deployments declare answer, as the kubelet would ask them.
+    # The probes the Deployments declare answer, as the kubelet would ask them, and so does
+    # /metrics of the pods the sluice-metrics Service selects, as Prometheus would ask it.
     probes = {
         operator_container(d)["args"][0]: [
             operator_container(d)[probe]["httpGet"]["path"]
             for probe in ("livenessProbe", "readinessProbe")
         ]
+        + (
+            ["/metrics"]
+            if "sluice.dev/metrics" in d["spec"]["template"]["metadata"]["labels"]
+            else []
+        )
         for d in deployments(build(DEV_OVERLAY))
     }
+    assert sum("/metrics" in paths for paths in probes.values()) >= 2
 
     def answers(url: str) -> bool:
         try:
