@@ -11,6 +11,8 @@ from operators.scheduler.snapshot import CPU, GPU, GPU_MILLI_PER_CARD
 
 GPU_MILLI = GPU + "-milli"
 
+# Queue positions exported per queue: enough to follow one's job to the front of a long line.
+MAX_QUEUE_POSITIONS = 500
 _LATENCY_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 
 
@@ -139,6 +141,13 @@ class SchedulerMetrics:
             registry=r,
         )
         self.pool_nodes = Gauge("sluice_pool_nodes", "Nodes in each pool.", ["pool"], registry=r)
+        self.queue_position = Gauge(
+            "sluice_podgroup_queue_position",
+            "Place in its queue's line of a pod group still waiting (Pending or Inqueue): 1 is "
+            "the next the scheduler tries; only the first positions of each queue are exported.",
+            ["namespace", "podgroup", "queue"],
+            registry=r,
+        )
 
     def observe_quota(
         self, queues: Mapping[str, QueueStatus], pools: Mapping[str, PoolStatus]
@@ -148,6 +157,7 @@ class SchedulerMetrics:
         for gauge in (self.queue_resources, self.queue_podgroups, self.pool_resources):
             gauge.clear()
         self.pool_nodes.clear()
+        self.queue_position.clear()
         for name, q in queues.items():
             for kind, values in (("deserved", q.deserved), ("allocated", q.allocated)):
                 for resource, amount in base_units(values).items():
@@ -160,6 +170,11 @@ class SchedulerMetrics:
                 ("running", q.running),
             ):
                 self.queue_podgroups.labels(queue=name, phase=phase).set(count)
+            # A series per waiting group: capped so a backlog of thousands stays cheap to scrape.
+            for position, (namespace, group) in enumerate(q.waiting[:MAX_QUEUE_POSITIONS], 1):
+                self.queue_position.labels(namespace=namespace, podgroup=group, queue=name).set(
+                    position
+                )
         for name, p in pools.items():
             self.pool_nodes.labels(pool=name).set(p.nodes)
             for kind, values in (

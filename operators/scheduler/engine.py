@@ -54,7 +54,7 @@ from operators.scheduler.session import (
 )
 from operators.scheduler.shapeviews import ShapeViews
 from operators.scheduler.snapshot import GroupPhase, TaskStatus
-from operators.scheduler.state import Placement, SessionState
+from operators.scheduler.state import GroupInfo, Placement, SessionState
 from operators.scheduler.statement import AllocateOp, EvictOp
 
 if TYPE_CHECKING:
@@ -163,7 +163,7 @@ def close(ssn: Session, timings: dict[str, float]) -> SessionResult:
         decisions=tuple(decisions),
         explanations=MappingProxyType(dict(state.all_explanations())),
         timings=MappingProxyType(timings),
-        queues=MappingProxyType(_queue_statuses(state)),
+        queues=MappingProxyType(_queue_statuses(state, ssn.ext)),
         pools=MappingProxyType(_pool_statuses(state)),
         reservations=MappingProxyType(reserved),
     )
@@ -230,12 +230,15 @@ def _fill_explanations(ssn: Session) -> None:
         state.explain(g, Explanation(g.uid, ReasonCode.UNSCHEDULABLE, message))
 
 
-def _queue_statuses(state: SessionState) -> dict[str, QueueStatus]:
+def _queue_statuses(state: SessionState, ext: Extensions) -> dict[str, QueueStatus]:
     tree, space = state.queues, state.space
     counts: dict[int, dict[GroupPhase, int]] = {}
+    waiting: dict[int, list[GroupInfo]] = {}
     for g in state.groups:
         per = counts.setdefault(g.queue, {})
         per[g.phase] = per.get(g.phase, 0) + 1
+        if g.phase in (GroupPhase.PENDING, GroupPhase.INQUEUE):
+            waiting.setdefault(g.queue, []).append(g)
     out: dict[str, QueueStatus] = {}
     for q, name in enumerate(tree.names):
         per = counts.get(q, {})
@@ -245,6 +248,9 @@ def _queue_statuses(state: SessionState) -> dict[str, QueueStatus]:
             pending=per.get(GroupPhase.PENDING, 0),
             inqueue=per.get(GroupPhase.INQUEUE, 0),
             running=per.get(GroupPhase.RUNNING, 0),
+            waiting=tuple(
+                (g.pg.namespace, g.pg.name) for g in sorted(waiting.get(q, ()), key=ext.job_key)
+            ),
         )
     return out
 

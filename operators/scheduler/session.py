@@ -97,6 +97,9 @@ class QueueStatus:
     pending: int  # groups in Pending
     inqueue: int
     running: int
+    # (namespace, name) of its groups still Pending or Inqueue when the session ends, in the
+    # session's job order (the order allocate takes them in): first = next in line.
+    waiting: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

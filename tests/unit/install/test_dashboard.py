@@ -56,6 +56,7 @@ CONCERNS: dict[str, tuple[str, ...]] = {
     ),
     "outbox": ("sluice_events_outbox_depth",),
     "event delivery latency": ("sluice_event_delivery_latency_seconds_bucket",),
+    "queue position": ("sluice_podgroup_queue_position",),
 }
 
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from prometheus_client import generate_latest
 
-from operators.runtime.metrics import SchedulerMetrics
+from operators.runtime.metrics import MAX_QUEUE_POSITIONS, SchedulerMetrics
 from operators.scheduler.session import PoolStatus, QueueStatus
 
 
@@ -46,3 +48,23 @@ def test_queue_and_pool_figures_in_base_units_replace_the_previous_session() -> 
     m.observe_quota({}, {})
     assert sample(m, "sluice_queue_podgroups", **q, phase="pending") is None
     assert sample(m, "sluice_pool_nodes", **p) is None
+
+
+def test_waiting_groups_get_their_queue_position_until_they_leave_the_line() -> None:
+    m = SchedulerMetrics()
+    line = tuple(("ns", f"job-{i}") for i in range(MAX_QUEUE_POSITIONS + 5))
+    queue = QueueStatus(deserved={}, allocated={}, pending=0, inqueue=len(line), running=0)
+    m.observe_quota({"research": dataclasses.replace(queue, waiting=line)}, {})
+    where = {"namespace": "ns", "queue": "research"}
+    assert sample(m, "sluice_podgroup_queue_position", **where, podgroup="job-0") == 1
+    assert sample(m, "sluice_podgroup_queue_position", **where, podgroup="job-1") == 2
+    last = f"job-{MAX_QUEUE_POSITIONS - 1}"
+    assert sample(m, "sluice_podgroup_queue_position", **where, podgroup=last) == (
+        MAX_QUEUE_POSITIONS
+    )
+    beyond = f"job-{MAX_QUEUE_POSITIONS}"
+    assert sample(m, "sluice_podgroup_queue_position", **where, podgroup=beyond) is None
+
+    m.observe_quota({"research": dataclasses.replace(queue, waiting=line[1:2])}, {})
+    assert sample(m, "sluice_podgroup_queue_position", **where, podgroup="job-1") == 1
+    assert sample(m, "sluice_podgroup_queue_position", **where, podgroup="job-0") is None

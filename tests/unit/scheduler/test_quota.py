@@ -211,3 +211,27 @@ def test_a_queue_cut_off_from_root_admits_nothing_new_and_says_why() -> None:
     assert "ancestor 'typo''s parent queue 'dpet' does not exist" in why["under-typo"].message
     assert "cycle: a -> b -> a" in why["a"].message
     assert "ParentNotFound: parent 'x' is gone" in why["closed-by-operator"].message
+
+
+def test_waiting_groups_are_listed_in_job_order() -> None:
+    snap = Snapshot(
+        now=0,
+        nodes=(node("n0", cpu=4),),
+        queues=(Queue("a"),),
+        groups=(
+            group("fits", queue="a", priority=9),
+            group("low", queue="a", created=1.0),
+            group("high", queue="a", priority=5, created=2.0),
+            group("later", queue="a", created=3.0),
+        ),
+        tasks=(
+            *tasks("fits", 1, cpu=4),
+            *tasks("low", 1, cpu=4),
+            *tasks("high", 1, cpu=4),
+            *tasks("later", 1, cpu=4),
+        ),
+    )
+    result = run_session(snap)
+    assert bound_groups(result) == {"fits"}
+    # Priority first, then creation; the group placed (first in line) no longer waits.
+    assert result.queues["a"].waiting == (("ns", "high"), ("ns", "low"), ("ns", "later"))
