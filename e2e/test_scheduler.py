@@ -448,6 +448,14 @@ def test_two_partial_gangs_run_one_after_the_other(
     first = wait_for(one_whole_gang, 30, "one gang bound whole", sched)
     second = "right" if first == "left" else "left"
     assert len(bound(core, namespace, f"{second}-")) == 0, "the second gang started half-way"
+    # While it waits, the scheduler says where it stands in its queue's line: next.
+    position = f'sluice_podgroup_queue_position{{namespace="{namespace}",podgroup="{second}",'
+
+    def second_in_line() -> float | None:
+        lines = sched.get("/metrics")[1].splitlines()
+        return next((float(x.rsplit(" ", 1)[1]) for x in lines if x.startswith(position)), None)
+
+    assert wait_for(second_in_line, 30, f"{second}'s queue position", sched) == 1.0
     # The first finishes after 6 s (kwok completes it); then the second runs, whole.
     wait_for(
         lambda: len(bound(core, namespace, f"{second}-")) == size,
@@ -455,6 +463,7 @@ def test_two_partial_gangs_run_one_after_the_other(
         f"gang {second} bound after {first} finished",
         sched,
     )
+    wait_for(lambda: second_in_line() is None, 30, f"{second} out of the line", sched)
     assert_no_gpu_shared(core)
 
 
