@@ -174,7 +174,13 @@ def allocate_group(
         # DESIGN: on shortage, preempt inside the own pool first; borrowing comes after
         # preempt and reclaim (backfill's first step) for groups they could not help.
         own = next(sets, None)
-        sets = iter([own] if own is not None else [])
+        tried = [own] if own is not None else []
+        # Room a reclaim nominated for it in a lender pool is taken now, before preempt and
+        # reclaim run: otherwise reclaim, seeing it unplaced, evicts a second victim for it.
+        held = ssn.reservations.held_for.get(g.index)
+        if held:
+            tried.extend(s for s in sets if s.mask[held].any())
+        sets = iter(tried)
         own_mask = own.mask if own is not None else own_mask
     key = FailureMemo.key(ssn, g, tasks) if memo is not None else None
     known = memo.failures.get(key) if memo is not None and key is not None else None

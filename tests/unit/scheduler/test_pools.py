@@ -13,13 +13,16 @@ from operators.scheduler.snapshot import (
     LabelSelector,
     Node,
     Pool,
+    Queue,
     SelectorOperator,
     SelectorRequirement,
     Snapshot,
+    TaskStatus,
     pool_of_node,
 )
 
 from .builders import binds, evictions, group, node, nominations, tasks
+from .simulate import advance
 
 
 def _nodes() -> tuple[Node, ...]:
@@ -175,3 +178,33 @@ def test_vectorised_pool_membership_matches_pool_of_node() -> None:
     nodes = tuple(node(f"n{i}", labels=labels) for i, labels in enumerate(label_sets))
     index = NodeIndex(nodes, pools, None, ResourceSpace({"cpu", "memory", "pods"}))
     assert [index.pool_names[p] for p in index.pool_of] == [pool_of_node(n, pools) for n in nodes]
+
+
+def test_room_reclaimed_in_a_lender_pool_is_taken_not_reclaimed_again() -> None:
+    """Found by the property tests: a job of pool b (no nodes) reclaims a surplus pod on pool
+    a's node. Once the pod is gone its nominated room must go to it; reclaiming again every
+    other session (the victim growing back in between) is an eviction loop."""
+    snap = Snapshot(
+        now=0,
+        nodes=(
+            node("a0", cpu=8, pods=2, labels={"pool": "a"}),
+            node("a1", cpu=4, pods=1, labels={"pool": "a"}),
+        ),
+        pools=(Pool("a", LabelSelector({"pool": "a"})), Pool("b", LabelSelector({"pool": "b"}))),
+        queues=(Queue("qa"), Queue("qb")),
+        groups=(
+            group("lender", queue="qa", pool="a", phase=GroupPhase.RUNNING),
+            group("borrower", queue="qb", pool="b"),
+        ),
+        tasks=(
+            *tasks("lender", 3, cpu=4, on=["a1", "a0", "a0"]),
+            *tasks("borrower", 3, cpu=2),
+        ),
+    )
+    evicted = 0
+    for step in range(6):
+        result = run_session(snap)
+        evicted += len(evictions(result))
+        snap = advance(snap, result, now=float(step + 1), releasing=True)
+    assert evicted == 1
+    assert any(t.group == "borrower" and t.status == TaskStatus.BOUND for t in snap.tasks)
