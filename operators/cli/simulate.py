@@ -21,6 +21,7 @@ from operators.scheduler.session import SessionConfig
 from operators.scheduler.snapshot import Node
 from operators.simulator import replay
 from operators.simulator.policies import Policy, scorer
+from operators.traces import traces_dir
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -55,7 +56,7 @@ def register(
 
 def load_nodes(spec: str) -> tuple[Node, ...]:
     if spec == "lingjun":
-        return replay.load_lingjun_hosts(_traces() / "lingjun" / "topo.csv")
+        return replay.load_lingjun_hosts(traces_dir() / "lingjun" / "topo.csv")
     if spec.startswith("clos:"):
         aggs, tors, per_tor = (int(x) for x in spec.removeprefix("clos:").split("x"))
         return tuple(
@@ -86,12 +87,6 @@ def load_nodes(spec: str) -> tuple[Node, ...]:
             }
             out.append(replay.gpu_node(name, labels, gpus))
     return tuple(out)
-
-
-def _traces() -> Path:
-    from operators.simulator.quality import traces_dir
-
-    return traces_dir()
 
 
 def config_for(policy: str, topology: str) -> tuple[SessionConfig, replay.GroupShaper]:

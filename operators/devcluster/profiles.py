@@ -16,13 +16,12 @@ from __future__ import annotations
 import csv
 import json
 import math
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from operators.devcluster.errors import DevClusterError
+from operators.traces import traces_dir
 
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
 POOL_LABEL = "node.sluice.dev/pool"
@@ -140,14 +139,6 @@ def clos(
                 yield Placement(
                     f"gpu-s{s:02d}-t{t:02d}-n{n:02d}", {SPINE_LABEL: spine, TOR_LABEL: tor}
                 )
-
-
-def traces_dir() -> Path:
-    env = os.environ.get("SLUICE_TRACES_DIR")
-    if env:
-        return Path(env)
-    # The repo's checkout sits beside shared/ (locally and in CI).
-    return Path(__file__).resolve().parents[3] / "shared" / "traces"
 
 
 def lingjun(limit: int | None) -> Iterator[Placement]:

@@ -123,6 +123,7 @@ def _execute(snapshot: Snapshot, config: SessionConfig) -> SessionResult:
     for _, register in PLUGIN_ORDER:
         register(state, ext)
     ext.scorers.extend(make(state) for make in config.scorers)
+    ext.card_pickers[:0] = [make(state) for make in config.card_pickers]
     ssn = Session(
         state=state,
         ext=ext,

@@ -132,8 +132,10 @@ VictimBudgets = Callable[["GroupInfo", Purpose], VictimBudget]
 # registered decides; without one, every pending task.
 Shortfall = Callable[["GroupInfo", "list[TaskInfo]"], "list[TaskInfo] | None"]
 # GPU card ids for ``count`` replicas shaped like the task on one node (the state is not
-# changed). Combination: the FIRST plugin registered decides; GPU pods need one.
-CardPicker = Callable[["TaskInfo", int, int], "tuple[tuple[int, ...], ...]"]
+# changed), or None to leave the choice to the next picker. Combination: the FIRST picker that
+# answers decides (extra pickers from SessionConfig.card_pickers are asked before the
+# plugins'); GPU pods need one that answers.
+CardPicker = Callable[["TaskInfo", int, int], "tuple[tuple[int, ...], ...] | None"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,9 +287,11 @@ class Extensions:
     def pick_cards(self, t: TaskInfo, node: int, count: int) -> tuple[tuple[int, ...], ...]:
         if not (t.gpu_cards or t.gpu_milli):
             return ((),) * count
-        if not self.card_pickers:
-            raise ValueError("no GPU card picker registered")
-        return self.card_pickers[0](t, node, count)
+        for picker in self.card_pickers:
+            cards = picker(t, node, count)
+            if cards is not None:
+                return cards
+        raise ValueError("no GPU card picker answered")
 
     def ready(self, g: GroupInfo) -> bool:
         return all(check(g) for check in self.ready_checks)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from operators.scheduler.decisions import Bind, Decision, Explanation
-    from operators.scheduler.framework import NodeScorer
+    from operators.scheduler.framework import CardPicker, NodeScorer
     from operators.scheduler.snapshot import Resources
     from operators.scheduler.state import SessionState
 
@@ -43,6 +43,9 @@ Timer = Callable[[], float]
 
 ScorerFactory = Callable[["SessionState"], "NodeScorer"]
 """Builds an extra node scorer from the opened session (e.g. a simulator reference policy)."""
+
+CardPickerFactory = Callable[["SessionState"], "CardPicker"]
+"""Builds an extra GPU card picker from the opened session (e.g. a simulator reference policy)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +81,9 @@ class SessionConfig:
     # weighted sum of framework.NodeScorer simply gains terms). Set binpack_weight and
     # topology_weight to 0 to let them decide alone (the simulator's reference policies).
     scorers: tuple[ScorerFactory, ...] = ()
+    # Extra GPU card pickers, built at session open and asked before the plugins' (the first
+    # that answers decides, framework.CardPicker): a reference policy's own card choice.
+    card_pickers: tuple[CardPickerFactory, ...] = ()
     # Score every node again for every placement instead of refreshing only the nodes whose
     # holdings changed (shapeviews.py): for scorers whose value is not a function of the node's
     # own holdings, such as a random score. Slow; decisions are otherwise identical.

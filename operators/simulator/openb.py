@@ -37,7 +37,7 @@ from operators.scheduler.snapshot import (
     Task,
 )
 from operators.simulator.fragmentation import MILLI, PodShape, frag_model, typical_pods
-from operators.simulator.policies import GPU_MODEL_LABEL, Policy, scorer
+from operators.simulator.policies import GPU_MODEL_LABEL, Policy, card_picker, scorer
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -187,15 +187,16 @@ def session_config(
     base = SessionConfig(actions=(ActionName.ALLOCATE,), max_reservations=0)
     if policy is None:
         return base
-    factories: tuple[ScorerFactory, ...] = (
-        scorer(policy, seed=seed, typical=typical_pods(typical_shapes)),
-    )
+    typical = typical_pods(typical_shapes)
+    factories: tuple[ScorerFactory, ...] = (scorer(policy, seed=seed, typical=typical),)
+    picker = card_picker(policy, seed=seed, typical=typical)
     return dataclasses.replace(
         base,
         binpack_weight=0.0,
         topology_weight=0.0,
         fragmentation_weight=0.0,
         scorers=factories,
+        card_pickers=(picker,) if picker is not None else (),
         fresh_scores=policy is Policy.RANDOM,
     )
 

@@ -6,13 +6,17 @@ alone. Scores are integers in [0, 100] like the kube-scheduler plugins of the pa
 because integer scores tie often and ties go to the first node in (seeded) node order - the
 paper's tie-break, which the core's argmax reproduces. Formulas (facts from the paper's code):
 
-* Random: a random integer per node and placement;
+* Random: a random integer per node and placement, and a random card among those that fit;
 * DotProd: 100 * (1 - mean of free x request over (CPU, GPU milli)), normalised by 128 cores and
   8 GPUs - the smaller the free room along the pod's request, the better (Tetris-style);
 * BestFit: 100 * (1 - 0.5 * cpu_left/128 cores - 0.5 * gpu_left/8 GPUs), left after placing;
 * Packing: shared cards first (100 - free share/10), then free cards of a used node
   (50 - cards taken), then empty nodes (33 - free cards);
-* FGD: 100 * sigmoid((fragment before - fragment after) / 1000), best card for shared pods.
+* FGD: 100 * sigmoid((fragment before - fragment after) / 1000), and for a shared pod the card
+  that leaves the least fragment (the core's fragmentation card picker, with FGD's typical pods).
+
+The other policies take the best-fit card (fullest that fits), which is the core's own choice
+when its fragmentation plugin is off.
 """
 
 from __future__ import annotations
@@ -23,13 +27,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from operators.scheduler.plugins.fragmentation import decrease_after
+from operators.scheduler.plugins.fragmentation import decrease_after, least_fragment_cards
 from operators.simulator.fragmentation import MILLI, TypicalPods, frag_model
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
 
-    from operators.scheduler.framework import NodeScorer
+    from operators.scheduler.framework import CardPicker, NodeScorer
     from operators.scheduler.plugins.fragmentation import FragModel
     from operators.scheduler.state import SessionState, TaskInfo
 
@@ -150,7 +154,44 @@ def fgd_scores(
         return np.trunc(100.0 / (1.0 + np.exp(-gain / MILLI)))
 
 
+class RandomCards:
+    """A random card (or set of whole cards) among those that fit, seeded."""
+
+    def __init__(self, state: SessionState, seed: int) -> None:
+        self.state = state
+        self.rng = np.random.default_rng(seed + 7_919)  # independent of the node scores
+
+    def __call__(self, t: TaskInfo, node: int, count: int) -> tuple[tuple[int, ...], ...]:
+        free = self.state.gpu_free[node].astype(np.float64)
+        per_card = t.gpu_milli or MILLI
+        want = max(t.gpu_cards, 1)
+        out: list[tuple[int, ...]] = []
+        for _ in range(count):
+            fitting = np.flatnonzero(free >= per_card)
+            if len(fitting) < want:
+                out.append(())
+                continue
+            cards = np.sort(self.rng.choice(fitting, want, replace=False))
+            free[cards] -= per_card
+            out.append(tuple(int(c) for c in cards))
+        return tuple(out)
+
+
+class FgdCards:
+    """FGD's card choice for shared pods; whole cards are left to the core."""
+
+    def __init__(self, state: SessionState, typical: TypicalPods) -> None:
+        self.state = state
+        self.frag = frag_model(typical, _node_models(state))
+
+    def __call__(self, t: TaskInfo, node: int, count: int) -> tuple[tuple[int, ...], ...] | None:
+        if not t.gpu_milli:
+            return None
+        return least_fragment_cards(self.frag, self.state, node, t, count)
+
+
 ScorerMaker = Callable[["SessionState"], "NodeScorer"]
+PickerMaker = Callable[["SessionState"], "CardPicker"]
 
 
 def scorer(policy: Policy, *, seed: int = 0, typical: TypicalPods | None = None) -> ScorerMaker:
@@ -167,3 +208,17 @@ def scorer(policy: Policy, *, seed: int = 0, typical: TypicalPods | None = None)
         raise ValueError("FGD needs the workload's typical pods")
     chosen = typical
     return lambda state: FgdScorer(state, chosen)
+
+
+def card_picker(
+    policy: Policy, *, seed: int = 0, typical: TypicalPods | None = None
+) -> PickerMaker | None:
+    """A factory for ``SessionConfig.card_pickers``; None: the core's best-fit card."""
+    if policy is Policy.RANDOM:
+        return lambda state: RandomCards(state, seed)
+    if policy is Policy.FGD:
+        if typical is None:
+            raise ValueError("FGD needs the workload's typical pods")
+        chosen = typical
+        return lambda state: FgdCards(state, chosen)
+    return None

@@ -20,6 +20,7 @@ from pathlib import Path
 from operators.scheduler.session import SessionConfig
 from operators.simulator import openb, replay
 from operators.simulator.policies import Policy, scorer
+from operators.traces import traces_dir
 
 OURS = "Sluice"
 REFERENCE = {
@@ -31,14 +32,6 @@ REFERENCE = {
 }
 ALL_POLICIES = (*REFERENCE, OURS)
 LINGJUN_RESULTS = Path("docs/quality/lingjun-results.json")
-
-
-def traces_dir() -> Path:
-    """SLUICE_TRACES_DIR, else ``shared/traces`` beside the checkout (as CI lays it out)."""
-    configured = os.environ.get("SLUICE_TRACES_DIR")
-    if configured:
-        return Path(configured)
-    return Path(__file__).resolve().parents[3] / "shared" / "traces"
 
 
 def results_path() -> Path:

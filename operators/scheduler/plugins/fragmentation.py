@@ -13,6 +13,10 @@ rounded down to whole percent, so a placement that leaves no more unusable GPU t
 scores 0.5 and one that uses up fragments scores higher. Tasks without GPUs score 0.5 everywhere unless their CPU decides
 whether a typical pod still fits. Combined with the other scorers by weight
 (``SessionConfig.fragmentation_weight``).
+
+Card choice (a card picker, asked before topology's): a shared-card (fractional) replica takes
+the card after which the node's fragment is least - the card the score assumed - and among
+equal cards the fullest. Whole-card requests are left to topology (NVLink/NUMA islands).
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ if TYPE_CHECKING:
 LEVELS = 100
 COVERAGE = 0.95  # typical pods: the most frequent shapes covering this share of tasks
 MAX_TYPICAL = 48  # bound on typical shapes (scoring cost grows linearly with them)
+_EPS = 1e-6
 
 
 class FragModel:
@@ -137,6 +142,11 @@ class FragmentationScorer:
             share = 1.0 / (1.0 + np.exp(-gain / GPU_MILLI_PER_CARD))
         return np.asarray(np.floor(share * LEVELS) / LEVELS, dtype=np.float64)
 
+    def pick_cards(self, t: TaskInfo, node: int, count: int) -> tuple[tuple[int, ...], ...] | None:
+        if not t.gpu_milli:
+            return None
+        return least_fragment_cards(self.model(), self.state, node, t, count)
+
 
 def typical_model(state: SessionState, ext: Extensions) -> FragModel:
     """The session's tasks by shape, most frequent first, until COVERAGE of them."""
@@ -174,6 +184,37 @@ def typical_model(state: SessionState, ext: Extensions) -> FragModel:
     )
 
 
+def least_fragment_cards(
+    model: FragModel, state: SessionState, node: int, t: TaskInfo, count: int
+) -> tuple[tuple[int, ...], ...]:
+    """Cards for ``count`` shared-card replicas of ``t`` on ``node``, one after another: each
+    the card that leaves the least fragment, the fullest among equals (state is not changed)."""
+    free = state.gpu_free[node].astype(np.float64)
+    width = len(free)
+    idx = np.arange(width)
+    rows = np.full(width, node, dtype=np.int64)
+    cpu = float(state.free[node, state.space.cpu])
+    request = float(t.req[state.space.cpu])
+    out: list[tuple[int, ...]] = []
+    for _ in range(count):
+        fits = free >= t.gpu_milli - _EPS
+        if not fits.any():
+            out.append(())
+            continue
+        cpu -= request
+        trial = np.repeat(free[None, :], width, axis=0)
+        trial[idx, idx] -= t.gpu_milli
+        after = model.amount(trial, np.full(width, cpu), rows)
+        # Fragments differ by whole milli: round away float noise so equal cards tie.
+        order = np.lexsort((idx, free, np.where(fits, np.round(after, 6), np.inf)))
+        card = int(order[0])
+        free[card] -= t.gpu_milli
+        out.append((card,))
+    return tuple(out)
+
+
 def register(state: SessionState, ext: Extensions) -> None:
     if state.config.fragmentation_weight:
-        ext.scorers.append(FragmentationScorer(state, ext, state.config.fragmentation_weight))
+        scorer = FragmentationScorer(state, ext, state.config.fragmentation_weight)
+        ext.scorers.append(scorer)
+        ext.card_pickers.append(scorer.pick_cards)

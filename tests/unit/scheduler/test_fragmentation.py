@@ -1,4 +1,5 @@
-"""fragmentation plugin and the extra-scorer hook of SessionConfig."""
+"""fragmentation plugin (node score and shared-card choice) and the extra-scorer and
+card-picker hooks of SessionConfig."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from .builders import binds, group, node, tasks
 if TYPE_CHECKING:
     from numpy.typing import NDArray
 
+    from operators.scheduler.framework import CardPicker
     from operators.scheduler.state import SessionState, TaskInfo
 
 
@@ -71,3 +73,53 @@ def test_extra_scorers_join_the_weighted_sum() -> None:
     assert [b.node for b in binds(run_session(snap, config))] == ["n2"]
     fresh = dataclasses.replace(config, fresh_scores=True)
     assert [b.node for b in binds(run_session(snap, fresh))] == ["n2"]
+
+
+def _one_node(*pending: tuple[str, int]) -> Snapshot:
+    groups, waiting = [], []
+    for i, (uid, milli) in enumerate(pending):
+        groups.append(group(uid, created=float(i)))
+        waiting.extend(tasks(uid, 1, gpu_milli=milli))
+    return Snapshot(now=0, nodes=(node("n", gpus=2),), groups=tuple(groups), tasks=tuple(waiting))
+
+
+def test_slices_share_the_fullest_card_when_no_card_leaves_a_fragment() -> None:
+    # Only half-card pods: "b" leaves no fragment on card 0 (0 left) nor on card 1 (0.5
+    # left, usable), so the fuller card 0 takes it and card 1 stays whole for "c".
+    snap = _one_node(("a", 500), ("b", 500), ("c", 500))
+    cards = {b.group: b.gpu_ids for b in binds(run_session(snap))}
+    assert cards == {"a": (0,), "b": (0,), "c": (1,)}
+
+
+def test_a_slice_avoids_leaving_a_sliver_nobody_can_use() -> None:
+    # Typical pods: 0.5 and 0.3 only. "b" (0.3) on card 0 after "a" (0.5) would leave 0.2 that
+    # neither can use; on the fresh card 1 it leaves 0.7 that both can. The fullest-card rule
+    # (fragmentation off) shares card 0 instead.
+    snap = _one_node(("a", 500), ("b", 300), ("c", 500), ("d", 300))
+    cards = {b.group: b.gpu_ids for b in binds(run_session(snap))}
+    assert cards["a"] == (0,)
+    assert cards["b"] == (1,)
+    plain = SessionConfig(fragmentation_weight=0.0)
+    assert {b.group: b.gpu_ids for b in binds(run_session(snap, plain))}["b"] == (0,)
+
+
+def _last_card(state: SessionState) -> CardPicker:
+    def pick(t: TaskInfo, node: int, count: int) -> tuple[tuple[int, ...], ...] | None:
+        if not t.gpu_milli:
+            return None  # whole cards: the plugins decide
+        return ((int(state.nodes.gpu_capacity[node].nonzero()[0].max()),),) * count
+
+    return pick
+
+
+def test_extra_card_pickers_are_asked_first_and_may_pass() -> None:
+    snap = Snapshot(
+        now=0,
+        nodes=(node("n", gpus=4),),
+        groups=(group("s"), group("w", created=1.0)),
+        tasks=(*tasks("s", 1, gpu_milli=500), *tasks("w", 1, gpus=1)),
+    )
+    config = SessionConfig(card_pickers=(_last_card,))
+    cards = {b.group: b.gpu_ids for b in binds(run_session(snap, config))}
+    assert cards["s"] == (3,)
+    assert cards["w"] != (3,)

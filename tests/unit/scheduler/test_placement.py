@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from operators.scheduler import run_session
+from operators.scheduler import SessionConfig, run_session
 from operators.scheduler.decisions import ReasonCode
 from operators.scheduler.snapshot import (
     GpuTopology,
@@ -94,6 +94,8 @@ def test_binpack_fills_one_node_before_opening_another() -> None:
 
 
 def test_fractional_gpus_share_a_card_before_splitting_a_fresh_one() -> None:
+    # The topology plugin's card choice (best fit); with fragmentation on, its own picker
+    # decides for shared cards (test_fragmentation.py).
     snap = Snapshot(
         now=0,
         nodes=(node("n0", gpus=8, layout=LAYOUT),),
@@ -104,7 +106,8 @@ def test_fractional_gpus_share_a_card_before_splitting_a_fresh_one() -> None:
             *tasks("c", 1, gpu_milli=400),
         ),
     )
-    cards = {b.group: b.gpu_ids for b in binds(run_session(snap))}
+    config = SessionConfig(fragmentation_weight=0.0)
+    cards = {b.group: b.gpu_ids for b in binds(run_session(snap, config))}
     assert cards["a"] == cards["b"]  # 0.5 + 0.3 share a card
     assert cards["c"] != cards["a"]  # 0.4 more would overfill it
 
