@@ -271,7 +271,8 @@ def _pool_statuses(state: SessionState) -> dict[str, PoolStatus]:
     pending_status = TaskStatus.PENDING
     for t in state.tasks:
         req = t.req
-        if t.held and t.node >= 0:
+        # Pods on the pool's nodes now: evicted ones until they exit, nominated ones not yet.
+        if (t.held or t.evicted) and t.node >= 0 and t.placed != Placement.NOMINATE:
             p = pool_of[t.node]
             key = (p, id(req))
             used_counts = counts[0]

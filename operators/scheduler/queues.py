@@ -3,7 +3,13 @@
 Model (DESIGN.md "Queue"), per resource dimension independently:
 
 * ``allocated``: requests of tasks holding resources in the queue's subtree (rolls up to every
-  ancestor, so a parent's capability caps its whole subtree);
+  ancestor, so a parent's capability caps its whole subtree). A pod that is being evicted still
+  holds its room until it exits, so it stays in ``allocated`` until then; only the job it was
+  evicted for may use that room early (see :meth:`Statement.commit`);
+* ``leaving``: the part of ``allocated`` held by pods that are terminating (Releasing, or evicted
+  by this session). ``allocated - leaving`` (:meth:`QueueTree.kept`) is what the queue keeps:
+  reclaim measures shares and guarantees against it, so a pod already on its way out is never
+  counted as room a queue could still give;
 * ``request``: allocated + pending demand of the subtree;
 * ``deserved``: water-filled top-down. A parent's deserved is split among its children: first
   each child gets its guarantee (capped by what it requests), then the rest is shared in
@@ -109,6 +115,7 @@ class QueueTree:
             bool(np.isinf(self.capability[chain]).all()) for chain in self.ancestors
         ]
         self.allocated = np.zeros((size, space.size), dtype=np.float64)
+        self.leaving = np.zeros((size, space.size), dtype=np.float64)
         self.demand = np.zeros((size, space.size), dtype=np.float64)  # pending, own leaf only
         self.deserved = np.zeros((size, space.size), dtype=np.float64)
 
@@ -120,6 +127,15 @@ class QueueTree:
         else:
             for q in self.chain_rows[queue]:
                 allocated[q] -= vec
+
+    def add_leaving(self, queue: int, vec: NDArray[np.float64]) -> None:
+        """``vec`` of the queue's holdings is terminating: still held, no longer kept."""
+        for q in self.chain_rows[queue]:
+            self.leaving[q] += vec
+
+    def kept(self, queue: int) -> NDArray[np.float64]:
+        """What the queue's subtree holds once its terminating pods are gone."""
+        return np.asarray(self.allocated[queue] - self.leaving[queue])
 
     def headroom_ok(self, queue: int, vec: NDArray[np.float64], *, overcommit: bool) -> bool:
         """Would adding ``vec`` keep the queue and every ancestor within capability?"""
@@ -168,8 +184,8 @@ class QueueTree:
 
     def compute_deserved(self, total: NDArray[np.float64]) -> None:
         """Water-fill deserved top-down (see the module docstring)."""
-        request = np.zeros_like(self.allocated)
-        own = self.allocated.copy()
+        # Pods on their way out are requested by no one (what replaces them is pending demand).
+        own = self.allocated - self.leaving
         # demand is recorded on leaves only; roll it up.
         rolled = self.demand.copy()
         for i in range(self.size - 1, 0, -1):

@@ -250,16 +250,19 @@ class SessionState:
         nodes = np.fromiter((t.node for t in bound), dtype=np.int64, count=len(bound))
         reqs = np.stack([t.req for t in bound])
         np.subtract.at(self.free, nodes, reqs)
-        per_queue = np.zeros_like(self.queues.allocated)
-        queued = [i for i, t in enumerate(bound) if t.group.queue >= 0]
-        if queued:
-            index = np.fromiter((bound[i].group.queue for i in queued), np.int64, len(queued))
-            np.add.at(per_queue, index, reqs[queued])
-        for q in range(self.queues.size - 1, -1, -1):  # children come after parents
-            self.queues.allocated[q] += per_queue[q]
-            parent = int(self.queues.parent[q])
-            if parent >= 0:
-                per_queue[parent] += per_queue[q]
+        tree = self.queues
+        leaving = [i for i, t in enumerate(bound) if t.task.status == TaskStatus.RELEASING]
+        for rows, target in ((range(len(bound)), tree.allocated), (leaving, tree.leaving)):
+            per_queue = np.zeros_like(target)
+            queued = [i for i in rows if bound[i].group.queue >= 0]
+            if queued:
+                index = np.fromiter((bound[i].group.queue for i in queued), np.int64, len(queued))
+                np.add.at(per_queue, index, reqs[queued])
+            for q in range(tree.size - 1, -1, -1):  # children come after parents
+                target[q] += per_queue[q]
+                parent = int(tree.parent[q])
+                if parent >= 0:
+                    per_queue[parent] += per_queue[q]
         card_nodes: list[int] = []
         cards: list[int] = []
         shares: list[float] = []

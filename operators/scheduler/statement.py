@@ -15,6 +15,8 @@ import numpy as np
 from operators.scheduler.state import Placement
 
 if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
     from operators.scheduler.decisions import EvictReason
     from operators.scheduler.state import SessionState, TaskInfo
 
@@ -128,5 +130,30 @@ class Statement:
                             held = min(share, max(state.gpu_free[op.node, card], 0.0))
                             state.adjust_card(op.node, card, -held)
                 state.touched.append(op.node)
+                state.pool_tasks[state.nodes.pool_of[op.node]] += len(op.tasks)
+        self._keep_charged()
         self.closed = True
         return self.ops
+
+    def _keep_charged(self) -> None:
+        """Evicted pods charge their queue chain until they exit, as they hold their room.
+
+        Only what this statement placed (the job they were evicted for) may use that room
+        early, and only on the queue levels both share: there the charge is the larger of the
+        two, not their sum. Below those levels the victim's queues stay charged, so nothing
+        else of theirs takes the room while it terminates (a parent's capability would be
+        exceeded meanwhile). The re-charged part is ``leaving``: not kept by the queue.
+        """
+        tree = self.state.queues
+        placed: dict[int, NDArray[np.float64]] = {}
+        gone: dict[int, NDArray[np.float64]] = {}
+        for op in self.ops:
+            sums = placed if isinstance(op, AllocateOp) else gone
+            for t in op.tasks:
+                if t.group.queue >= 0:
+                    for q in tree.chain_rows[t.group.queue]:
+                        sums[q] = sums[q] + t.req if q in sums else t.req.copy()
+        for q, vec in gone.items():
+            back = np.maximum(vec - placed[q], 0.0) if q in placed else vec
+            tree.allocated[q] += back
+            tree.leaving[q] += back

@@ -79,7 +79,8 @@ def victim_units(state: SessionState, preemptor: GroupInfo, purpose: Purpose) ->
     if same_queue_only:
         groups: list[GroupInfo] = state.groups_by_queue.get(preemptor.queue, [])
     else:
-        over = set(np.flatnonzero((tree.allocated > tree.deserved + _EPS).any(axis=1)).tolist())
+        kept = tree.allocated - tree.leaving
+        over = set(np.flatnonzero((kept > tree.deserved + _EPS).any(axis=1)).tolist())
         groups = []
         for q in over:
             groups.extend(state.groups_by_queue.get(q, []))

@@ -38,7 +38,7 @@ class Priority:
             g.pg.overcommit
             and q >= 0
             and tree.overcommit[q]
-            and (tree.allocated[q] > tree.capability_eps[q]).any()
+            and (tree.kept(q) > tree.capability_eps[q]).any()
         )
 
     def victim_filter(

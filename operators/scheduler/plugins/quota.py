@@ -153,7 +153,7 @@ class Quota:
         need = self.state.min_resources(preemptor)
         if not _within(tree.allocated[pq] + need, tree.deserved[pq], need):
             return False  # the reclaiming queue would itself go above its share
-        alloc = tree.allocated[vq]
+        alloc = tree.kept(vq)  # its pods already terminating are no room it could still give
         if not (alloc > tree.deserved[vq] + _EPS).any() and not unit.group.pg.overcommit:
             return False
         freed = np.sum([t.req for t in unit.tasks], axis=0)
@@ -310,7 +310,7 @@ class _QueueFloors:
         if (
             g.pg.overcommit
             and tree.overcommit[vq]
-            and (tree.allocated[vq] > tree.capability[vq] + _EPS).any()
+            and (tree.kept(vq) > tree.capability[vq] + _EPS).any()
         ):
             return [], None  # overcommitted beyond capability: the first to go
         # Tasks borrowed onto the reclaiming group's pool go back to it whatever the quota
@@ -332,7 +332,7 @@ class _QueueFloors:
         tree = self.quota.tree
         uses = freed > 0
         for q in levels:
-            alloc = tree.allocated[q] - self.taken.get(q, 0.0)
+            alloc = tree.kept(q) - self.taken.get(q, 0.0)
             if not (alloc[uses] > tree.deserved[q][uses] + _EPS).any():
                 return False
             if not (alloc[uses] - freed[uses] >= tree.guarantee[q][uses] - _EPS).all():

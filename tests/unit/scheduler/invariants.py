@@ -50,12 +50,15 @@ def _chain(queues: dict[str, Queue], name: str) -> list[str]:
     return out
 
 
-def _usage(snap: Snapshot, queues: dict[str, Queue]) -> dict[str, dict[str, int]]:
-    """Per queue (its subtree), what the snapshot's pods hold, per resource."""
+def _usage(
+    snap: Snapshot, queues: dict[str, Queue], holding: tuple[TaskStatus, ...] = HOLDING
+) -> dict[str, dict[str, int]]:
+    """Per queue (its subtree), what the snapshot's pods (in ``holding`` states) hold, per
+    resource."""
     groups = {g.uid: g for g in snap.groups}
     used: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for t in snap.tasks:
-        if t.status in HOLDING and t.node is not None and t.group in groups:
+        if t.status in holding and t.node is not None and t.group in groups:
             for q in _chain(queues, groups[t.group].queue):
                 for name, value in t.requests.items():
                     used[q][name] += value
@@ -127,15 +130,18 @@ def no_priority_inversion(snap: Snapshot, result: SessionResult) -> None:
 def guarantees_hold(snap: Snapshot, result: SessionResult) -> None:
     """No queue (at any level of the tree) is taken below its guarantee by work of queues
     outside it: a queue that lost pods to them still holds, once the session's decisions are
-    carried out, at least its guarantee (or all it held, if that was less). Tasks borrowed onto
-    another pool go back to that pool whatever the quota, so they do not count."""
+    carried out, at least its guarantee (or all it held, if that was less). Pods already
+    terminating count on neither side: they are gone whatever this session does. Tasks borrowed
+    onto another pool go back to that pool whatever the quota, so they do not count."""
     queues = _queues(snap)
     groups = {g.uid: g for g in snap.groups}
     tasks = {t.uid: t for t in snap.tasks}
-    before = _usage(snap, queues)
+    before = _usage(snap, queues, (TaskStatus.BOUND,))
     after: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for held in holdings(snap, result).values():
         for t in held:
+            if t.status == TaskStatus.RELEASING:
+                continue
             for q in _chain(queues, groups[t.group].queue):
                 for name, value in t.requests.items():
                     after[q][name] += value
