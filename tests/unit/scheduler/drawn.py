@@ -6,18 +6,10 @@ from hypothesis import strategies as st
 
 from operators.scheduler.snapshot import PodGroup, Snapshot, Task
 
-from .test_properties import POOLS, clusters, queue_trees, workloads
+from .test_properties import clusters, opening, queue_trees, workloads
 
 
 def drawn_snapshot(data: st.DataObject) -> tuple[Snapshot, tuple[list[PodGroup], list[Task]]]:
     """A random cluster, queue tree and first workload, plus a second workload to add later."""
     first, second = data.draw(workloads("a")), data.draw(workloads("b"))
-    snap = Snapshot(
-        now=0.0,
-        nodes=data.draw(clusters()),
-        queues=data.draw(queue_trees()),
-        pools=POOLS,
-        groups=tuple(first[0]),
-        tasks=tuple(first[1]),
-    )
-    return snap, second
+    return opening(data.draw(clusters()), data.draw(queue_trees()), first), second

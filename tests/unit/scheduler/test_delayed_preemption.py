@@ -4,16 +4,9 @@ from __future__ import annotations
 
 from operators.scheduler import run_session
 from operators.scheduler.decisions import MarkWillEvict, RevertDelayedPreemption
-from operators.scheduler.snapshot import (
-    GroupPhase,
-    LabelSelector,
-    Pool,
-    Queue,
-    ReplicaSpec,
-    Snapshot,
-)
+from operators.scheduler.snapshot import GroupPhase, Queue, Snapshot
 
-from .builders import evictions, group, node, nominations, tasks
+from .builders import elastic, evictions, group, node, nominations, pools, tasks
 from .simulate import advance
 
 
@@ -24,7 +17,6 @@ def _marks(result: object) -> list[MarkWillEvict]:
 def test_delayed_reclaim_from_a_lender_pool_evicts_at_the_deadline() -> None:
     """Reclaim marked a job in a lender pool; at the deadline the same rules (reclaim, every
     node set the group may use) decide, so the victim goes instead of a revert-and-mark loop."""
-    pools = (Pool("a", LabelSelector({"pool": "a"})), Pool("b", LabelSelector({"pool": "b"})))
     snap = Snapshot(
         now=0.0,
         nodes=(
@@ -32,7 +24,7 @@ def test_delayed_reclaim_from_a_lender_pool_evicts_at_the_deadline() -> None:
             node("b0", cpu=4, labels={"pool": "b"}),
             node("b1", cpu=4, labels={"pool": "b"}),
         ),
-        pools=pools,
+        pools=pools("a", "b"),
         queues=(
             Queue("qa"),
             Queue("qb", preemption_delay=30.0),
@@ -68,13 +60,7 @@ def test_deadline_evicts_only_the_announced_surplus_and_one_mark_per_victim() ->
         now=0.0,
         nodes=(node("n0", cpu=8),),
         groups=(
-            group(
-                "e",
-                min_member=2,
-                phase=GroupPhase.RUNNING,
-                replica_specs=(ReplicaSpec("w", 2, 6),),
-                preemption_grace=30.0,
-            ),
+            elastic("e", 2, 6, preemption_grace=30.0),
             group("p", min_member=6, priority=100),
         ),
         tasks=(*tasks("e", 6, cpu=1, role="w", on=["n0"]), *tasks("p", 6, cpu=1)),

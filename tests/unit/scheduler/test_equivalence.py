@@ -27,7 +27,7 @@ from operators.scheduler.snapshot import (
 )
 
 from .simulate import advance
-from .test_properties import POOLS, PROFILE, TOPO, clusters, queue_trees
+from .test_properties import PROFILE, clusters, opening, queue_trees
 
 OFF = SessionConfig(equivalence_cache=False)
 SHAPES = (
@@ -106,15 +106,7 @@ def test_equivalence_cache_property_same_decisions(
     with_topology: bool,
     reservations: int,
 ) -> None:
-    snap = Snapshot(
-        now=0.0,
-        nodes=nodes,
-        queues=queues,
-        pools=POOLS,
-        groups=tuple(first[0]),
-        tasks=tuple(first[1]),
-        topology=TOPO if with_topology else None,
-    )
+    snap = opening(nodes, queues, first, with_topology)
     on = SessionConfig(max_reservations=reservations)
     off = SessionConfig(max_reservations=reservations, equivalence_cache=False)
     # Several sessions, with the second wave arriving late and at a higher priority, so

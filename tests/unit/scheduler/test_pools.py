@@ -21,8 +21,7 @@ from operators.scheduler.snapshot import (
     pool_of_node,
 )
 
-from .builders import binds, evictions, group, node, nominations, tasks
-from .simulate import advance
+from .builders import binds, evictions, group, node, nominations, pools, sessions, tasks
 
 
 def _nodes() -> tuple[Node, ...]:
@@ -184,13 +183,13 @@ def test_room_reclaimed_in_a_lender_pool_is_taken_not_reclaimed_again() -> None:
     """Found by the property tests: a job of pool b (no nodes) reclaims a surplus pod on pool
     a's node. Once the pod is gone its nominated room must go to it; reclaiming again every
     other session (the victim growing back in between) is an eviction loop."""
-    snap = Snapshot(
+    start = Snapshot(
         now=0,
         nodes=(
             node("a0", cpu=8, pods=2, labels={"pool": "a"}),
             node("a1", cpu=4, pods=1, labels={"pool": "a"}),
         ),
-        pools=(Pool("a", LabelSelector({"pool": "a"})), Pool("b", LabelSelector({"pool": "b"}))),
+        pools=pools("a", "b"),
         queues=(Queue("qa"), Queue("qb")),
         groups=(
             group("lender", queue="qa", pool="a", phase=GroupPhase.RUNNING),
@@ -202,9 +201,7 @@ def test_room_reclaimed_in_a_lender_pool_is_taken_not_reclaimed_again() -> None:
         ),
     )
     evicted = 0
-    for step in range(6):
-        result = run_session(snap)
+    for result, snap in sessions(start, 6):  # noqa: B007 - the last snapshot is checked below
         evicted += len(evictions(result))
-        snap = advance(snap, result, now=float(step + 1), releasing=True)
     assert evicted == 1
     assert any(t.group == "borrower" and t.status == TaskStatus.BOUND for t in snap.tasks)

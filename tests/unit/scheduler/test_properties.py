@@ -14,11 +14,9 @@ from operators.scheduler.snapshot import (
     GPU,
     GpuTopology,
     GroupPhase,
-    LabelSelector,
     NetworkTopology,
     Node,
     PodGroup,
-    Pool,
     Queue,
     ReplicaSpec,
     Snapshot,
@@ -30,6 +28,7 @@ from operators.scheduler.snapshot import (
     TopologyMode,
 )
 
+from .builders import Jobs, arrive, one_pod_jobs, pools, replicas
 from .invariants import check_session, something_fits_now
 from .simulate import advance, assert_gangs_all_or_nothing, assert_no_node_overcommitted, holdings
 
@@ -50,7 +49,23 @@ TOPO = Topology(
     name="t",
     levels=(TopologyLevel("tor", "tor"), TopologyLevel("hostname", "kubernetes.io/hostname")),
 )
-POOLS = (Pool("a", LabelSelector({"pool": "a"})), Pool("b", LabelSelector({"pool": "b"})))
+POOLS = pools("a", "b")
+
+
+def opening(
+    nodes: tuple[Node, ...], queues: tuple[Queue, ...], jobs: Jobs, with_topology: bool = False
+) -> Snapshot:
+    """The first snapshot of a drawn scenario: pools a and b, the first wave of jobs."""
+    return arrive(
+        Snapshot(
+            now=0.0,
+            nodes=nodes,
+            queues=queues,
+            pools=POOLS,
+            topology=TOPO if with_topology else None,
+        ),
+        jobs,
+    )
 
 
 @st.composite
@@ -164,19 +179,7 @@ def workloads(draw: st.DrawFn, prefix: str) -> tuple[list[PodGroup], list[Task]]
         )
         roles = ["ps"] if with_ps else []
         roles += ["w"] * (minimum + extra)
-        tasks.extend(
-            Task(
-                uid=f"{uid}-{i}",
-                group=uid,
-                namespace=namespace,
-                name=f"{uid}-{i}",
-                role=role,
-                index=i,
-                requests=requests,
-                gpu_milli=milli,
-            )
-            for i, role in enumerate(roles)
-        )
+        tasks.extend(replicas(uid, roles, requests, milli, namespace))
     return groups, tasks
 
 
@@ -299,56 +302,10 @@ STEP = 20.0  # seconds between sessions: a 30 s grace period comes due two sessi
             ),
         ],
         [
-            Task(
-                uid="a0-0",
-                group="a0",
-                namespace="ns",
-                name="a0-0",
-                role="w",
-                requests={"cpu": 1000, "memory": 1073741824},
-            ),
-            Task(
-                uid="a1-0",
-                group="a1",
-                namespace="ns",
-                name="a1-0",
-                role="w",
-                requests={"cpu": 1000, "memory": 1073741824},
-            ),
-            Task(
-                uid="a2-0",
-                group="a2",
-                namespace="ns",
-                name="a2-0",
-                role="w",
-                requests={"cpu": 1000, "memory": 1073741824},
-            ),
-            Task(
-                uid="a3-0",
-                group="a3",
-                namespace="ns",
-                name="a3-0",
-                role="w",
-                requests={"cpu": 4000, "memory": 1073741824, "nvidia.com/gpu": 1},
-            ),
-            Task(
-                uid="a3-1",
-                group="a3",
-                namespace="ns",
-                name="a3-1",
-                role="w",
-                index=1,
-                requests={"cpu": 4000, "memory": 1073741824, "nvidia.com/gpu": 1},
-            ),
-            Task(
-                uid="a3-2",
-                group="a3",
-                namespace="ns",
-                name="a3-2",
-                role="w",
-                index=2,
-                requests={"cpu": 4000, "memory": 1073741824, "nvidia.com/gpu": 1},
-            ),
+            *replicas("a0", ["w"] * 1, {"cpu": 1000, "memory": 1073741824}),
+            *replicas("a1", ["w"] * 1, {"cpu": 1000, "memory": 1073741824}),
+            *replicas("a2", ["w"] * 1, {"cpu": 1000, "memory": 1073741824}),
+            *replicas("a3", ["w"] * 3, {"cpu": 4000, "memory": 1073741824, "nvidia.com/gpu": 1}),
         ],
     ),
     second=(
@@ -373,66 +330,9 @@ STEP = 20.0  # seconds between sessions: a 30 s grace period comes due two sessi
             PodGroup(uid="b2", namespace="ns", name="b2", pool="a", min_member=3, created=2.0),
         ],
         [
-            Task(
-                uid="b0-0",
-                group="b0",
-                namespace="ns",
-                name="b0-0",
-                role="w",
-                requests={"cpu": 1000, "memory": 1073741824},
-            ),
-            Task(
-                uid="b1-0",
-                group="b1",
-                namespace="ns",
-                name="b1-0",
-                role="w",
-                requests={"cpu": 3000, "memory": 1073741824},
-            ),
-            Task(
-                uid="b1-1",
-                group="b1",
-                namespace="ns",
-                name="b1-1",
-                role="w",
-                index=1,
-                requests={"cpu": 3000, "memory": 1073741824},
-            ),
-            Task(
-                uid="b1-2",
-                group="b1",
-                namespace="ns",
-                name="b1-2",
-                role="w",
-                index=2,
-                requests={"cpu": 3000, "memory": 1073741824},
-            ),
-            Task(
-                uid="b2-0",
-                group="b2",
-                namespace="ns",
-                name="b2-0",
-                role="w",
-                requests={"cpu": 3000, "memory": 1073741824},
-            ),
-            Task(
-                uid="b2-1",
-                group="b2",
-                namespace="ns",
-                name="b2-1",
-                role="w",
-                index=1,
-                requests={"cpu": 3000, "memory": 1073741824},
-            ),
-            Task(
-                uid="b2-2",
-                group="b2",
-                namespace="ns",
-                name="b2-2",
-                role="w",
-                index=2,
-                requests={"cpu": 3000, "memory": 1073741824},
-            ),
+            *replicas("b0", ["w"] * 1, {"cpu": 1000, "memory": 1073741824}),
+            *replicas("b1", ["w"] * 3, {"cpu": 3000, "memory": 1073741824}),
+            *replicas("b2", ["w"] * 3, {"cpu": 3000, "memory": 1073741824}),
         ],
     ),
     with_topology=True,
@@ -454,15 +354,7 @@ def test_invariants_hold_after_every_session(
     with_topology: bool,
     reservations: int,
 ) -> None:
-    snap = Snapshot(
-        now=0.0,
-        nodes=nodes,
-        queues=queues,
-        pools=POOLS,
-        groups=tuple(first[0]),
-        tasks=tuple(first[1]),
-        topology=TOPO if with_topology else None,
-    )
+    snap = opening(nodes, queues, first, with_topology)
     config = SessionConfig(max_reservations=reservations)
     marked: dict[tuple[str, str], int] = defaultdict(int)
     evicted: dict[str, int] = defaultdict(int)
@@ -497,15 +389,7 @@ def test_invariants_hold_after_every_session(
                 history.append((step, d.group, d.preemptor, d.reason, len(d.tasks)))
         snap = advance(snap, result, now=STEP * (step + 1), releasing=True)
         if step == 0:
-            snap = Snapshot(
-                now=snap.now,
-                nodes=snap.nodes,
-                queues=snap.queues,
-                pools=snap.pools,
-                groups=(*snap.groups, *second[0]),
-                tasks=(*snap.tasks, *second[1]),
-                topology=snap.topology,
-            )
+            snap = arrive(snap, second)
     # Bounded churn while nothing new arrives: a mark - revert - mark loop (a deadline every
     # other session) would mark a pair three times; no job is evicted over and over.
     assert all(count <= 2 for count in marked.values()), dict(marked)
@@ -530,31 +414,12 @@ def test_guarantee_is_honoured_when_demanded(
         Node(name=f"n{i}", allocatable={"cpu": cpus * 1000, "pods": 100}) for i in range(node_count)
     )
     queues = (Queue("owner", guarantee={"cpu": guarantee * 1000}), Queue("borrower"))
-    hog = [
-        PodGroup(uid=f"h{i}", namespace="ns", name=f"h{i}", queue="borrower", created=float(i))
-        for i in range(total)
-    ]
-    hog_tasks = [
-        Task(uid=f"h{i}-0", group=f"h{i}", namespace="ns", name=f"h{i}", requests={"cpu": 1000})
-        for i in range(total)
-    ]
-    snap = Snapshot(now=0.0, nodes=nodes, queues=queues, groups=tuple(hog), tasks=tuple(hog_tasks))
-    snap = advance(snap, run_session(snap), now=1.0)
-    want = [
-        PodGroup(uid=f"o{i}", namespace="ns", name=f"o{i}", queue="owner", created=100.0 + i)
-        for i in range(demand)
-    ]
-    want_tasks = [
-        Task(uid=f"o{i}-0", group=f"o{i}", namespace="ns", name=f"o{i}", requests={"cpu": 1000})
-        for i in range(demand)
-    ]
-    snap = Snapshot(
-        now=1.0,
-        nodes=nodes,
-        queues=queues,
-        groups=(*snap.groups, *want),
-        tasks=(*snap.tasks, *want_tasks),
+    snap = arrive(
+        Snapshot(now=0.0, nodes=nodes, queues=queues),
+        one_pod_jobs("h", total, {"cpu": 1000}, queue="borrower"),
     )
+    snap = advance(snap, run_session(snap), now=1.0)
+    snap = arrive(snap, one_pod_jobs("o", demand, {"cpu": 1000}, 100.0, queue="owner"))
     result = run_session(snap)
     assert_no_node_overcommitted(snap, result)
     got = sum(
@@ -576,37 +441,17 @@ def test_no_borrowed_task_where_the_owner_pools_own_work_fits_after_reclaim(
         for i in range(other_nodes)
     )
     # Pool a's jobs fill pool a and spill (borrow) onto pool b.
-    spill = [
-        PodGroup(uid=f"s{i}", namespace="ns", name=f"s{i}", pool="a", created=float(i))
-        for i in range(other_nodes + borrowers)
-    ]
-    spill_tasks = [
-        Task(uid=f"s{i}-0", group=f"s{i}", namespace="ns", name=f"s{i}", requests={"cpu": 4000})
-        for i in range(other_nodes + borrowers)
-    ]
-    snap = Snapshot(
-        now=0.0, nodes=nodes, pools=POOLS, groups=tuple(spill), tasks=tuple(spill_tasks)
+    snap = arrive(
+        Snapshot(now=0.0, nodes=nodes, pools=POOLS),
+        one_pod_jobs("s", other_nodes + borrowers, {"cpu": 4000}, pool="a"),
     )
     snap = advance(snap, run_session(snap), now=1.0)
-    home = [
-        PodGroup(uid=f"o{i}", namespace="ns", name=f"o{i}", pool="b", created=100.0 + i)
-        for i in range(own)
-    ]
-    home_tasks = [
-        Task(uid=f"o{i}-0", group=f"o{i}", namespace="ns", name=f"o{i}", requests={"cpu": 4000})
-        for i in range(own)
-    ]
-    snap = Snapshot(
-        now=1.0,
-        nodes=nodes,
-        pools=POOLS,
-        groups=(*snap.groups, *home),
-        tasks=(*snap.tasks, *home_tasks),
-    )
+    home = one_pod_jobs("o", own, {"cpu": 4000}, 100.0, pool="b")
+    snap = arrive(snap, home)
     result = run_session(snap)
     assert_no_node_overcommitted(snap, result)
     served = {d.group for d in result.decisions if isinstance(d, Bind | Nominate)}
-    waiting = [g for g in home if g.uid not in served]
+    waiting = [g for g in home[0] if g.uid not in served]
     evicted = {uid for d in result.decisions if isinstance(d, Evict) for uid in d.tasks}
     still_borrowed = [
         t

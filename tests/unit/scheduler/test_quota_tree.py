@@ -10,15 +10,12 @@ from operators.scheduler.decisions import ReasonCode, SetGroupPhase
 from operators.scheduler.session import ActionName, SessionConfig
 from operators.scheduler.snapshot import (
     GroupPhase,
-    LabelSelector,
-    Pool,
     Queue,
     Snapshot,
     TaskStatus,
 )
 
-from .builders import evictions, group, node, nominations, tasks
-from .simulate import advance
+from .builders import evictions, group, node, nominations, pools, sessions, tasks
 
 
 def _missing_queue_cluster(with_stray: bool) -> Snapshot:
@@ -153,10 +150,10 @@ def test_capability_holds_while_an_evicted_pod_terminates() -> None:
     """Found by property exploration. dept (cap 4) is full; a job of pool a takes back the
     borrowed 2-cpu pod on its node for a 1-cpu pod. The other freed cpu must wait for the pod
     to exit: granting it to another job at once puts dept at 5 while the pod terminates."""
-    snap = Snapshot(
+    start = Snapshot(
         now=0,
         nodes=(node("a0", cpu=3, labels={"pool": "a"}), node("b0", cpu=2, labels={"pool": "b"})),
-        pools=(Pool("a", LabelSelector({"pool": "a"})), Pool("b", LabelSelector({"pool": "b"}))),
+        pools=pools("a", "b"),
         queues=(Queue("dept", capability={"cpu": 4000}), Queue("q1", parent="dept")),
         groups=(
             group("borrower", queue="q1", pool="b", phase=GroupPhase.RUNNING),
@@ -172,9 +169,7 @@ def test_capability_holds_while_an_evicted_pod_terminates() -> None:
             *tasks("owner", 1, cpu=1),
         ),
     )
-    for step in range(3):
-        result = run_session(snap)
-        snap = advance(snap, result, now=float(step + 1), releasing=True)
+    for step, (_, snap) in enumerate(sessions(start, 3)):
         held = sum(
             t.requests["cpu"]
             for t in snap.tasks
@@ -192,7 +187,7 @@ def test_a_queue_keeps_its_guarantee_while_its_evicted_pods_terminate() -> None:
     its share again and take a below its guarantee (2 of 4 cpu kept)."""
     owners = [group(f"a{i}", queue="a", phase=GroupPhase.RUNNING) for i in range(8)]
     claimants = [group(f"b{i}", queue="b", created=10.0 + i) for i in range(8)]
-    snap = Snapshot(
+    start = Snapshot(
         now=0.0,
         nodes=(node("n0", cpu=8),),
         queues=(Queue("a", guarantee={"cpu": 4000}), Queue("b", weight=1000)),
@@ -203,10 +198,8 @@ def test_a_queue_keeps_its_guarantee_while_its_evicted_pods_terminate() -> None:
         ),
     )
     reclaimed = 0
-    for step in range(4):
-        result = run_session(snap)
+    for step, (result, snap) in enumerate(sessions(start, 4)):
         reclaimed += len(evictions(result))
-        snap = advance(snap, result, now=float(step + 1), releasing=True)
         kept = [t for t in snap.tasks if t.group.startswith("a") and t.status == TaskStatus.BOUND]
         assert len(kept) >= 4, (step, len(kept))
     assert reclaimed == 4  # b got everything above a's guarantee, and no more

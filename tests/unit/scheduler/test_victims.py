@@ -10,15 +10,12 @@ import pytest
 from operators.scheduler import run_session
 from operators.scheduler.snapshot import (
     GroupPhase,
-    LabelSelector,
-    Pool,
     Queue,
-    ReplicaSpec,
     Snapshot,
     TaskStatus,
 )
 
-from .builders import evictions, group, node, nominations, tasks
+from .builders import elastic, evictions, group, node, nominations, pools, tasks
 
 
 def _evicted(result: object) -> list[str]:
@@ -30,12 +27,7 @@ def test_victims_that_cannot_help_do_not_use_up_the_victim_bound() -> None:
         now=0.0,
         nodes=(node("cpu0", cpu=100), node("g0", cpu=8, gpus=1)),
         groups=(
-            group(
-                "elastic",
-                min_member=1,
-                phase=GroupPhase.RUNNING,
-                replica_specs=(ReplicaSpec("w", 1, 100),),
-            ),
+            elastic("elastic", 1, 100),
             group("gpujob", phase=GroupPhase.RUNNING),
             group("p", priority=100),
         ),
@@ -55,18 +47,8 @@ def test_surplus_of_a_lower_priority_job_goes_before_a_higher_priority_jobs_surp
         now=0.0,
         nodes=(node("n0", cpu=8),),
         groups=(
-            group(
-                "important",
-                priority=50,
-                phase=GroupPhase.RUNNING,
-                replica_specs=(ReplicaSpec("w", 1, 4, priority=0),),
-            ),
-            group(
-                "cheap",
-                priority=1,
-                phase=GroupPhase.RUNNING,
-                replica_specs=(ReplicaSpec("w", 1, 4, priority=1),),
-            ),
+            elastic("important", 1, 4, priority=50),
+            elastic("cheap", 1, 4, replica_priority=1, priority=1),
             group("p", priority=100),
         ),
         tasks=(
@@ -81,20 +63,13 @@ def test_surplus_of_a_lower_priority_job_goes_before_a_higher_priority_jobs_surp
 
 
 def test_borrowed_surplus_goes_before_own_surplus_whatever_the_replica_priority() -> None:
-    pools = (Pool("a", LabelSelector({"pool": "a"})), Pool("b", LabelSelector({"pool": "b"})))
-    spec = (ReplicaSpec("w", 1, 4, priority=0),)
     snap = Snapshot(
         now=0.0,
         nodes=(node("n0", cpu=8, labels={"pool": "a"}),),
-        pools=pools,
+        pools=pools("a", "b"),
         groups=(
-            group("home", pool="a", phase=GroupPhase.RUNNING, replica_specs=spec),
-            group(
-                "guest",
-                pool="b",
-                phase=GroupPhase.RUNNING,
-                replica_specs=(ReplicaSpec("w", 1, 4, priority=5),),
-            ),
+            elastic("home", 1, 4, pool="a"),
+            elastic("guest", 1, 4, replica_priority=5, pool="b"),
             group("p", pool="a", priority=100),
         ),
         tasks=(
@@ -147,16 +122,15 @@ def test_control_max_unavailable_allows_one_pod() -> None:
     assert len(_evicted(result)) == 1
 
 
-@pytest.mark.parametrize(("elastic", "expected"), [(False, 0), (True, 1)])
+@pytest.mark.parametrize(("is_elastic", "expected"), [(False, 0), (True, 1)])
 def test_pods_above_min_member_go_only_to_strictly_higher_priority_unless_elastic(
-    elastic: bool, expected: int
+    is_elastic: bool, expected: int
 ) -> None:
-    specs = (ReplicaSpec("w", 1, 2),) if elastic else ()
     snap = Snapshot(
         now=0.0,
         nodes=(node("n0", cpu=2),),
         groups=(
-            group("j", min_member=1, phase=GroupPhase.RUNNING, replica_specs=specs),
+            elastic("j", 1, 2) if is_elastic else group("j", phase=GroupPhase.RUNNING),
             group("p"),
         ),
         tasks=(*tasks("j", 2, cpu=1, role="w", on=["n0"]), *tasks("p", 1, cpu=1)),
@@ -181,12 +155,11 @@ def test_overcommitted_job_above_capability_gives_way_to_a_regular_job_of_its_qu
 
 
 def _pool_with(disable: bool, same_queue: bool) -> Snapshot:
-    pools = (Pool("a", LabelSelector({"pool": "a"}), disable_preemption=disable),)
     victim_queue = "qa" if same_queue else "qb"
     return Snapshot(
         now=0.0,
         nodes=(node("a0", cpu=8, labels={"pool": "a"}),),
-        pools=pools,
+        pools=pools("a", disable_preemption=disable),
         queues=(Queue("qa"), Queue("qb")),
         groups=(
             group("v", queue=victim_queue, pool="a", min_member=8, phase=GroupPhase.RUNNING),
