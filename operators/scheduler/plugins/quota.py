@@ -313,17 +313,14 @@ class _QueueFloors:
             and (tree.kept(vq) > tree.capability[vq] + _EPS).any()
         ):
             return [], None  # overcommitted beyond capability: the first to go
-        # Tasks borrowed onto the reclaiming group's pool go back to it whatever the quota
-        # (pool rules decide); the rest of the unit counts.
+        # A unit borrowed wholly onto the reclaiming group's pool goes back to it whatever the
+        # quota (pool rules decide). A unit only partly borrowed there is a job the queue loses
+        # whole, its borrowed pods included: all of it counts against the floors.
         pool_of, own = quota.state.nodes.pool_of, self.preemptor.pool
-        going = [
-            t.req
-            for t in unit.tasks
-            if t.held and not t.evicted and not (pool_of[t.node] == own and t.pool != own)
-        ]
-        if not going:
+        held = [t for t in unit.tasks if t.held and not t.evicted]
+        if all(pool_of[t.node] == own and t.pool != own for t in held):
             return [], None
-        return tree.below(vq, pq), np.sum(going, axis=0)
+        return tree.below(vq, pq), np.sum([t.req for t in held], axis=0)
 
     def admits(self, unit: VictimUnit) -> bool:
         levels, freed = self._levels(unit)

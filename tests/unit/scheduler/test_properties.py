@@ -237,6 +237,84 @@ STEP = 20.0  # seconds between sessions: a 30 s grace period comes due two sessi
 
 
 @PROFILE
+# Found by exploration (seed 13): b0 reclaimed a4 whole, which ran partly borrowed on b0's pool;
+# only the borrowed pods were exempt from q3's guarantee, so q3 went from 15 cpu to 0
+# (test_quota_tree.py has the deterministic version).
+@example(
+    nodes=(
+        Node(
+            name="n1",
+            allocatable={"cpu": 16000, "memory": 64 * 2**30, "pods": 4},
+            labels={"pool": "a", "tor": "t1", "kubernetes.io/hostname": "n1"},
+        ),
+        Node(
+            name="n2",
+            allocatable={"cpu": 10000, "memory": 64 * 2**30, "pods": 6, GPU: 8},
+            labels={"pool": "b", "tor": "t0", "kubernetes.io/hostname": "n2"},
+            gpu_topology=LAYOUT,
+        ),
+    ),
+    queues=(
+        Queue("dept"),
+        Queue(
+            "q1",
+            parent="dept",
+            weight=3,
+            capability={"cpu": 16000},
+            tenants=(Tenant("t1"), Tenant("t2", can_preempt=False)),
+        ),
+        Queue("q2", parent="dept", weight=2),
+        Queue("q3", guarantee={"cpu": 4000}),
+    ),
+    first=(
+        [
+            PodGroup(
+                uid="a4",
+                namespace="t2",
+                name="a4",
+                queue="q3",
+                pool="b",
+                min_member=2,
+                min_task_member={"ps": 1},
+                created=4.0,
+            )
+        ],
+        replicas("a4", ["ps", "w", "w", "w", "w"], {"cpu": 3000, "memory": 2**30}, 0, "t2"),
+    ),
+    second=(
+        [
+            PodGroup(
+                uid="b0",
+                namespace="t1",
+                name="b0",
+                pool="a",
+                min_member=2,
+                priority=2,
+                overcommit=True,
+                phase=GroupPhase.INQUEUE,
+                max_unavailable=1,
+            ),
+            PodGroup(
+                uid="b2",
+                namespace="ns",
+                name="b2",
+                queue="q1",
+                pool="b",
+                replica_specs=(ReplicaSpec("w", 1, 2),),
+                created=2.0,
+                network_topology=NetworkTopology(TopologyMode.HARD, "tor"),
+                overcommit=True,
+                phase=GroupPhase.INQUEUE,
+            ),
+        ],
+        [
+            *replicas("b0", ["w", "w"], {"cpu": 4000, "memory": 2**30}, 500, "t1"),
+            *replicas("b2", ["w", "w"], {"cpu": 2000, "memory": 2**30}),
+        ],
+    ),
+    with_topology=False,
+    reservations=0,
+)
 # Found by exploration: a job borrowing pool a reclaimed a surplus pod every other session
 # (its nominated room in the lender pool was not taken before reclaim ran again).
 @example(

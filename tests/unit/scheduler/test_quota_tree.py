@@ -16,6 +16,7 @@ from operators.scheduler.snapshot import (
 )
 
 from .builders import evictions, group, node, nominations, pools, sessions, tasks
+from .invariants import check_session
 
 
 def _missing_queue_cluster(with_stray: bool) -> Snapshot:
@@ -203,3 +204,49 @@ def test_a_queue_keeps_its_guarantee_while_its_evicted_pods_terminate() -> None:
         kept = [t for t in snap.tasks if t.group.startswith("a") and t.status == TaskStatus.BOUND]
         assert len(kept) >= 4, (step, len(kept))
     assert reclaimed == 4  # b got everything above a's guarantee, and no more
+
+
+def _partly_borrowed(wholly: bool) -> Snapshot:
+    """q3 (guarantee 4 cpu) holds 17 cpu: ``mixed`` (15 cpu) runs 3 pods in its own pool b and
+    2 borrowed on pool a (all 5 on pool a when ``wholly``), ``small`` 2 cpu at home in pool a.
+    p, of another queue and pool a, wants the 6 cpu the borrowed pods hold."""
+    home = ["a0"] * 5 if wholly else ["b0", "b0", "b0", "a0", "a0"]
+    return Snapshot(
+        now=0.0,
+        nodes=(
+            node("a0", cpu=17 if wholly else 8, labels={"pool": "a"}),
+            node("b0", cpu=9, labels={"pool": "b"}),
+        ),
+        pools=pools("a", "b"),
+        queues=(Queue("q3", guarantee={"cpu": 4000}), Queue("qx", weight=3)),
+        groups=(
+            group("mixed", queue="q3", pool="b", min_member=5, phase=GroupPhase.RUNNING),
+            group("small", queue="q3", pool="a", phase=GroupPhase.RUNNING),
+            group("p", queue="qx", pool="a", min_member=2),
+        ),
+        tasks=(
+            *(t for i, n in enumerate(home) for t in tasks("mixed", 1, cpu=3, on=[n], start=i)),
+            *tasks("small", 1, cpu=2, on=["a0"]),
+            *tasks("p", 2, cpu=3),
+        ),
+    )
+
+
+def test_a_job_partly_borrowed_onto_the_reclaimers_pool_counts_whole_against_the_guarantee() -> (
+    None
+):
+    """Found by property exploration (seed 13). Losing ``mixed`` takes q3 from 17 to 2 cpu;
+    only its borrowed pods were exempted from the floor, so the pods it ran at home went too
+    and q3 ended below its guarantee."""
+    start = _partly_borrowed(wholly=False)
+    result = run_session(start)
+    check_session(start, result)
+    assert not evictions(result)
+
+
+def test_control_a_job_wholly_borrowed_onto_the_reclaimers_pool_goes_back_whatever_the_quota() -> (
+    None
+):
+    result = run_session(_partly_borrowed(wholly=True))
+    assert {e.group for e in evictions(result)} == {"mixed"}
+    assert {n.group for n in nominations(result)} == {"p"}
