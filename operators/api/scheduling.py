@@ -659,6 +659,8 @@ class PodGroupReason(StrEnum):
     PREEMPTING = "Preempting"  # victims evicted, pods nominated
     WAITING_FOR_VICTIMS = "WaitingForVictims"  # delayed preemption in progress
     GROWING = "Growing"  # elastic group at its minimum, waiting for idle room to grow
+    # preemptible: false, and what it needs is above its queue's deserved share
+    NON_PREEMPTIBLE_OVER_QUOTA = "NonPreemptibleOverQuota"
     DELAYED_PREEMPTION = "DelayedPreemption"  # reason of the Privileged / WillEvict conditions
     POOL_NOT_FOUND = "PoolNotFound"  # PoolFallback=True: spec.pool names no Pool
     POOL_FOUND = "PoolFound"  # PoolFallback=False again: the pool exists now
@@ -713,7 +715,11 @@ class PodGroupSpec(SluiceModel):
     pool: DnsLabel | None = Field(default=None, description="Preferred pool; unset: `default`.")
     priority_class_name: DnsSubdomain | None = None
     network_topology: NetworkTopology | None = None
-    preemptible: bool = Field(default=True, description="May this group be preempted.")
+    preemptible: bool = Field(
+        default=True,
+        description="May this group be preempted. false: never a victim, and it runs only on "
+        "in-quota room (within its queues' deserved share, in its own pool).",
+    )
     preemption_delay_seconds: int | None = Field(
         default=None,
         ge=0,

@@ -501,6 +501,7 @@ def podgroup(obj: JsonDict) -> GroupRecord:
         preemption=preemption_mark(status),
         # A non-preemptible group is never a victim; PodDisruptionBudgets may lower it further.
         max_unavailable=0 if spec.get("preemptible") is False else None,
+        preemptible=spec.get("preemptible") is not False,
     )
     return GroupRecord(
         uid=group.uid,

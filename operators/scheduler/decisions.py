@@ -109,6 +109,8 @@ class ReasonCode(enum.StrEnum):
     PREEMPTING = "Preempting"  # victims evicted, pods nominated
     WAITING_FOR_VICTIMS = "WaitingForVictims"  # delayed preemption in progress
     GROWING = "Growing"  # elastic group at min, waiting for idle room to grow
+    # preemptible: false and the room it needs is above its queue's deserved share
+    NON_PREEMPTIBLE_OVER_QUOTA = "NonPreemptibleOverQuota"
 
 
 @dataclass(frozen=True, slots=True)

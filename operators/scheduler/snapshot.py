@@ -424,6 +424,9 @@ class PodGroup:
     preemption: PreemptionMark | None = None
     # PodDisruptionBudget-like floor: running pods this group tolerates losing; None = any.
     max_unavailable: int | None = None
+    # False (spec.preemptible: false): runs only on in-quota room - within its queue chain's
+    # deserved share, in its own pool - since nothing could take borrowed room back from it.
+    preemptible: bool = True
 
 
 class TaskStatus(enum.StrEnum):

@@ -95,6 +95,7 @@ class FailureMemo:
         pg = g.pg
         return (
             g.pool,
+            pg.preemptible,  # a non-preemptible group tries its own pool only
             ssn.reservations.version,
             pg.network_topology,
             pg.unit_tier,

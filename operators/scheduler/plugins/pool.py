@@ -1,8 +1,8 @@
 """pool: own pool first, then borrow; borrowers are the first to go when the owner needs room.
 
-* node sets: the group's own pool; then, unless its pool disables borrowing, every other pool
-  that does not disable sharing, the one with the most idle resources (of the kinds the group
-  asks for) and fewest tasks first;
+* node sets: the group's own pool; then, unless its pool disables borrowing or the group is
+  non-preemptible, every other pool that does not disable sharing, the one with the most idle
+  resources (of the kinds the group asks for) and fewest tasks first;
 * victims: never a unit with a task on the nodes of a pool with ``disablePreemption`` (by
   preempt or reclaim), except tasks borrowed onto that pool, which its own jobs reclaim;
   (preempt): only units with tasks on the preemptor's own pool nodes; (reclaim): any group with
@@ -53,7 +53,8 @@ class Pools:
         nodes = self.state.nodes
         own = g.pool
         yield self.own_sets[own]
-        if nodes.pools[own].disable_borrowing:
+        # A non-preemptible group never borrows: the owner pool could not take the room back.
+        if nodes.pools[own].disable_borrowing or not g.pg.preemptible:
             return
         lenders = [
             p

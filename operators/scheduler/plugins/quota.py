@@ -8,7 +8,9 @@
   hold above their deserved share, lower-priority jobs of the same queue, borrowers on the
   group's pool). Counting reclaimable room is what lets reclaim ever start;
 * allocatable: capability of the queue chain (overcommit queues admit overcommit jobs beyond
-  it); during allocate's first pass, also the queue's deserved share;
+  it); during allocate's first pass, also the queue's deserved share - always, for a
+  non-preemptible group (``NonPreemptibleOverQuota``: borrowed room is reclaimed by eviction,
+  which it may not suffer);
 * victims (reclaim): other queues' groups, only from a reclaimable queue above its deserved share,
   never taking it below its guarantee, and only for a queue that stays within its own deserved
   share; overcommitted groups of a queue above its capability always qualify;
@@ -126,12 +128,22 @@ class Quota:
                 f"({space.describe(tree.capability[capped])}): it holds "
                 f"{space.describe(tree.allocated[capped])}, needs {space.describe(need)} more",
             )
-        if phase is AllocatePass.SHARE:
+        if phase is AllocatePass.SHARE or not g.pg.preemptible:
             # The whole chain at once: rows are the queue and its ancestors.
             chain = tree.ancestors[g.queue]
             over = (tree.allocated[chain] + need > tree.deserved[chain] + _EPS) & (need > 0)
             if over.any():
                 q = int(chain[int(np.flatnonzero(over.any(axis=1))[0])])
+                if not g.pg.preemptible:
+                    # Borrowed room is taken back by preemption, which it may not suffer.
+                    return Verdict(
+                        Vote.REJECT,
+                        ReasonCode.NON_PREEMPTIBLE_OVER_QUOTA,
+                        f"non-preemptible: runs only within its queues' deserved share; queue "
+                        f"{tree.names[q]!r} holds {space.describe(tree.allocated[q])} of "
+                        f"{space.describe(tree.deserved[q])} deserved, it needs "
+                        f"{space.describe(need)}",
+                    )
                 return Verdict(
                     Vote.REJECT,
                     ReasonCode.QUOTA_EXCEEDED,

@@ -248,6 +248,7 @@ def test_podgroup_every_field_arrives() -> None:
             deadline=R.timestamp("2026-11-22T09:00:00+00:00"),
         ),
         max_unavailable=0,
+        preemptible=False,
     )
 
 
