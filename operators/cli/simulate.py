@@ -4,8 +4,9 @@ Nodes come from a profile (``lingjun``: Alibaba Lingjun's 847-host Clos; ``clos:
 A aggregation switches x T ToRs x N nodes of 8 GPUs) or a CSV (the openb node list
 ``sn,cpu_milli,memory_mib,gpu,model``, Lingjun's ``topo.csv``, or ``name,gpus,tor,agg``).
 Jobs come from a CSV in the RFold format (``id,arrival s,topology,shape,GPUs,duration s``,
-optionally an 8th column with the queue). The replay prints job-completion and queueing
+optionally a 7th column with the queue). The replay prints job-completion and queueing
 statistics, topology locality and utilisation, and can plot GPUs in use over time.
+``--snapshot`` instead takes a recorded cluster (simulate_snapshot.py).
 """
 
 from __future__ import annotations
@@ -40,8 +41,21 @@ def register(
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--nodes", required=True, help="profile (lingjun, clos:AxTxN) or CSV")
-    parser.add_argument("--jobs", required=True, type=Path, help="job CSV (RFold format)")
+    parser.add_argument("--nodes", help="profile (lingjun, clos:AxTxN) or CSV")
+    parser.add_argument("--jobs", type=Path, help="job CSV (RFold format)")
+    parser.add_argument(
+        "--snapshot",
+        type=Path,
+        help="instead of --nodes/--jobs: a recorded cluster (kubectl get ... -o yaml) for one "
+        "session, as is and with --guarantee changes",
+    )
+    parser.add_argument(
+        "--guarantee",
+        action="append",
+        default=[],
+        metavar="QUEUE=[+]GPUS",
+        help="with --snapshot: what if QUEUE were guaranteed GPUS (or +GPUS more); repeatable",
+    )
     parser.add_argument("--limit", type=int, help="replay only the first N jobs")
     parser.add_argument("--policy", choices=POLICIES, default="sluice")
     parser.add_argument(
@@ -59,15 +73,7 @@ def load_nodes(spec: str) -> tuple[Node, ...]:
         return replay.load_lingjun_hosts(traces_dir() / "lingjun" / "topo.csv")
     if spec.startswith("clos:"):
         aggs, tors, per_tor = (int(x) for x in spec.removeprefix("clos:").split("x"))
-        return tuple(
-            replay.gpu_node(
-                f"a{a}-t{t}-n{n}",
-                {replay.AGG_LABEL: f"a{a}", replay.TOR_LABEL: f"a{a}-t{t}"},
-            )
-            for a in range(aggs)
-            for t in range(tors)
-            for n in range(per_tor)
-        )
+        return replay.clos_nodes(aggs, tors, per_tor)
     path = Path(spec)
     if not path.is_file():
         raise SystemExit(f"sluice simulate: no such node profile or file: {spec}")
@@ -102,6 +108,14 @@ def config_for(policy: str, topology: str) -> tuple[SessionConfig, replay.GroupS
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.snapshot is not None:
+        from operators.cli import simulate_snapshot
+
+        return simulate_snapshot.run(args.snapshot, args.guarantee)
+    if args.nodes is None or args.jobs is None:
+        raise SystemExit("sluice simulate: give --nodes and --jobs, or --snapshot")
+    if args.guarantee:
+        raise SystemExit("sluice simulate: --guarantee goes with --snapshot")
     nodes = load_nodes(args.nodes)
     if not args.jobs.is_file():
         raise SystemExit(f"sluice simulate: no such job file: {args.jobs}")

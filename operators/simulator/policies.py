@@ -2,11 +2,12 @@
 
 Each policy is a :class:`~operators.scheduler.framework.NodeScorer` built by a factory passed in
 ``SessionConfig.scorers``; run with ``binpack_weight=0`` and ``topology_weight=0`` so it decides
-alone. Scores are integers in [0, 100] like the kube-scheduler plugins of the paper's simulator,
+alone. Scores (but Random's) are integers in [0, 100] like the kube-scheduler plugins of the paper's simulator,
 because integer scores tie often and ties go to the first node in (seeded) node order - the
 paper's tie-break, which the core's argmax reproduces. Formulas (facts from the paper's code):
 
-* Random: a random integer per node and placement, and a random card among those that fit;
+* Random: a node drawn uniformly among those that fit (a random real score per node and
+  placement), and a random card among those that fit;
 * DotProd: 100 * (1 - mean of free x request over (CPU, GPU milli)), normalised by 128 cores and
   8 GPUs - the smaller the free room along the pod's request, the better (Tetris-style);
 * BestFit: 100 * (1 - 0.5 * cpu_left/128 cores - 0.5 * gpu_left/8 GPUs), left after placing;
@@ -76,7 +77,9 @@ class RandomScorer(_Scorer):
         self.rng = np.random.default_rng(seed)
 
     def score(self, t: TaskInfo, nodes: NDArray[np.int64]) -> NDArray[np.float64]:
-        return self.rng.integers(0, 101, len(nodes)).astype(np.float64)
+        # Real-valued, so that nothing ties: with integer scores the first of the ~1% of nodes
+        # drawing the top score wins, which favours nodes early in the order (packing-like).
+        return self.rng.random(len(nodes))
 
 
 class DotProdScorer(_Scorer):

@@ -18,7 +18,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from operators.scheduler.session import SessionConfig
-from operators.simulator import openb, replay
+from operators.simulator import openb, quotas, replay
 from operators.simulator.policies import Policy, scorer
 from operators.traces import traces_dir
 
@@ -32,6 +32,10 @@ REFERENCE = {
 }
 ALL_POLICIES = (*REFERENCE, OURS)
 LINGJUN_RESULTS = Path("docs/quality/lingjun-results.json")
+PHILLY_RESULTS = Path("docs/quality/philly-results.json")
+# Part C variants: name -> session config. Time-based fair share (issue #28 item 4) joins here
+# as "Sluice, fair share" once the core has it, for the on/off comparison of per-queue wait.
+PHILLY_VARIANTS: dict[str, SessionConfig] = {"Sluice": SessionConfig()}
 
 
 def results_path() -> Path:
@@ -116,6 +120,32 @@ def run_lingjun(policies: list[str], path: Path, limit: int | None, compress: fl
         sys.stderr.write(f"lingjun {key}: {done[key]}\n")
 
 
+def run_philly(variants: list[str], path: Path, window: tuple[float, float], seed: int) -> None:
+    jobs = replay.load_jobs(traces_dir() / "philly" / "philly_jobs.csv")
+    split = quotas.split(jobs, quotas.DEFAULT_PLAN, seed, window)
+    nodes = replay.clos_nodes(*quotas.DEFAULT_CLOS)
+    for variant in variants:
+        started = time.perf_counter()
+        stats, sim = quotas.run(nodes, split, quotas.DEFAULT_PLAN, PHILLY_VARIANTS[variant])
+        summary = replay.summarise(list(sim.records.values()), nodes)
+        entry = {
+            "queues": [asdict(q) for q in stats],
+            "jobs": len(split),
+            "gpus": sum(n.gpu_count for n in nodes),
+            "window_days": [window[0] / quotas.DAY, window[1] / quotas.DAY],
+            "seed": seed,
+            "utilisation": summary.utilisation,
+            "avg_wait": summary.avg_wait,
+            "sessions": sim.sessions,
+            "evictions": sim.evictions,
+            "seconds": round(time.perf_counter() - started, 1),
+        }
+        current = json.loads(path.read_text()) if path.is_file() else {}
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({**current, variant: entry}, indent=1) + "\n")
+        sys.stderr.write(f"philly {variant}: {entry['seconds']} s, {sim.sessions} sessions\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m operators.simulator.quality")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -129,6 +159,16 @@ def main(argv: list[str] | None = None) -> int:
     lingjun.add_argument(
         "--compress", type=float, default=1.0, help="divide arrival times by this (busier)"
     )
+    philly = sub.add_parser("philly", help="replay a window of Philly split among queues")
+    philly.add_argument("--variants", nargs="+", default=list(PHILLY_VARIANTS))
+    philly.add_argument(
+        "--days",
+        nargs=2,
+        type=float,
+        default=[d / quotas.DAY for d in quotas.DEFAULT_WINDOW],
+        help="window of the trace (days from its start)",
+    )
+    philly.add_argument("--seed", type=int, default=42, help="seed of the split among queues")
     report = sub.add_parser("report", help="write docs/quality.md sections and plots")
     report.add_argument("--docs", type=Path, default=Path("docs"))
     args = parser.parse_args(argv)
@@ -141,6 +181,10 @@ def main(argv: list[str] | None = None) -> int:
             path = path.with_name(f"{path.stem}-x{args.compress:g}{path.suffix}")
         run_lingjun(args.policies, path, args.limit, args.compress)
         return 0
+    if args.command == "philly":
+        window = (args.days[0] * quotas.DAY, args.days[1] * quotas.DAY)
+        run_philly(args.variants, PHILLY_RESULTS, window, args.seed)
+        return 0
     from operators.simulator import report as report_module  # matplotlib only when needed
 
     report_module.write_openb(load_results(results_path()), traces_dir(), args.docs)
@@ -149,6 +193,8 @@ def main(argv: list[str] | None = None) -> int:
         replays.update(json.loads(found.read_text()))
     if replays:
         report_module.write_lingjun(replays, args.docs)
+    if PHILLY_RESULTS.is_file():
+        report_module.write_philly(json.loads(PHILLY_RESULTS.read_text()), args.docs)
     return 0
 
 

@@ -6,7 +6,8 @@ every event time - arrivals and completions, coalesced per timestamp - the repla
 snapshot of the jobs still present, runs one session, and carries the decisions forward the
 way the runtime and kubelets would: a bind starts the pod at once; a job runs from the moment
 its whole gang is bound, for its trace duration, and then leaves. Evicted pods go back to
-pending (the job restarts from the beginning when its gang is bound again).
+pending (the job restarts from the beginning when its gang is bound again), and the next
+session runs at once.
 """
 
 from __future__ import annotations
@@ -45,6 +46,10 @@ if TYPE_CHECKING:
     from operators.scheduler.snapshot import Queue
 
 GPUS_PER_NODE = 8
+# Evicted pods leave at once here; the live scheduler's next cycle follows their deletion at
+# once too, so a session that evicted is followed by another at the same time (at most this
+# many in a row), in which the preemptor takes the freed room.
+FOLLOW_UP_SESSIONS = 4
 CORE_LABEL = "topology.sluice.dev/core"
 AGG_LABEL = "topology.sluice.dev/spine"
 TOR_LABEL = "topology.sluice.dev/tor"
@@ -79,7 +84,8 @@ class JobRecord:
     start: float | None = None
     end: float | None = None
     nodes: tuple[str, ...] = ()
-    restarts: int = 0
+    restarts: int = 0  # evictions of the running job (each restarts it from the beginning)
+    lost: float = 0.0  # GPU-seconds of work thrown away by those evictions
 
     @property
     def wait(self) -> float:
@@ -95,6 +101,16 @@ def gpu_node(name: str, labels: dict[str, str], gpus: int = GPUS_PER_NODE) -> No
         name=name,
         allocatable={CPU: NODE_CPU_MILLI, MEMORY: NODE_MEMORY, GPU: gpus},
         labels={**labels, HOSTNAME_LABEL: name},
+    )
+
+
+def clos_nodes(aggs: int, tors: int, per_tor: int) -> tuple[Node, ...]:
+    """``aggs`` aggregation switches x ``tors`` ToRs each x ``per_tor`` 8-GPU nodes."""
+    return tuple(
+        gpu_node(f"a{a}-t{t}-n{n}", {AGG_LABEL: f"a{a}", TOR_LABEL: f"a{a}-t{t}"})
+        for a in range(aggs)
+        for t in range(tors)
+        for n in range(per_tor)
     )
 
 
@@ -170,6 +186,13 @@ def as_is(pg: PodGroup) -> PodGroup:
     return pg
 
 
+@dataclass(frozen=True, slots=True)
+class QueueSample:
+    time: float
+    held: dict[str, int]  # queue -> GPUs held by its bound pods
+    smallest_waiting: dict[str, int]  # queue -> GPUs of its smallest job not started
+
+
 @dataclass(slots=True)
 class Replay:
     nodes: tuple[Node, ...]
@@ -185,6 +208,9 @@ class Replay:
     evictions: int = 0
     # (time, GPUs held by pods, jobs waiting) after each session: the utilisation plot.
     timeline: list[tuple[float, int, int]] = field(default_factory=list)
+    # With queues: after each session, per queue the GPUs its pods hold and its smallest
+    # waiting job's GPUs (quota metrics: guarantee owed, borrowed share).
+    queue_timeline: list[QueueSample] = field(default_factory=list)
 
     def run(self) -> list[JobRecord]:
         arrivals = sorted(self.jobs, key=lambda j: (j.arrival, j.uid))
@@ -198,13 +224,17 @@ class Replay:
                 break  # jobs left that can never run (larger than the cluster)
             now = min(upcoming)
             while ends and ends[0][0] <= now:
-                _, uid = heapq.heappop(ends)
-                self._finish(uid)
+                end, uid = heapq.heappop(ends)
+                self._finish(uid, end)
             while index < len(arrivals) and arrivals[index].arrival <= now:
                 self._arrive(arrivals[index])
                 index += 1
-            for uid, end in self._session(now):
-                heapq.heappush(ends, (end, uid))
+            for _ in range(FOLLOW_UP_SESSIONS + 1):
+                evicted = self.evictions
+                for uid, end in self._session(now):
+                    heapq.heappush(ends, (end, uid))
+                if self.evictions == evicted:
+                    break
         return [self.records[j.uid] for j in self.jobs]
 
     def _arrive(self, job: TraceJob) -> None:
@@ -236,10 +266,10 @@ class Replay:
         }
         self.records[job.uid] = JobRecord(job)
 
-    def _finish(self, uid: str) -> None:
+    def _finish(self, uid: str, end: float) -> None:
         record = self.records[uid]
-        if record.end is None:
-            return  # a stale end of a run that was evicted and restarted
+        if record.end != end:
+            return  # the end of a run that was evicted (and perhaps restarted since)
         del self.groups[uid]
         del self.tasks[uid]
 
@@ -256,7 +286,9 @@ class Replay:
         self.sessions += 1
         touched: set[str] = set()
         for d in result.decisions:
-            if isinstance(d, Bind):
+            if isinstance(d, Evict):
+                self._evict(d, now)
+            elif isinstance(d, Bind):
                 tasks = self.tasks[d.group]
                 tasks[d.task] = dataclasses.replace(
                     tasks[d.task],
@@ -269,8 +301,6 @@ class Replay:
             elif isinstance(d, Nominate):
                 tasks = self.tasks[d.group]
                 tasks[d.task] = dataclasses.replace(tasks[d.task], nominated_node=d.node)
-            elif isinstance(d, Evict):
-                self._evict(d)
             elif isinstance(d, SetGroupPhase):
                 self.groups[d.group] = dataclasses.replace(self.groups[d.group], phase=d.phase)
         started = []
@@ -291,9 +321,24 @@ class Replay:
         )
         waiting = sum(1 for uid in self.groups if self.records[uid].start is None)
         self.timeline.append((now, held, waiting))
+        if self.queues:
+            self.queue_timeline.append(self._queue_sample(now))
         return started
 
-    def _evict(self, d: Evict) -> None:
+    def _queue_sample(self, now: float) -> QueueSample:
+        held: dict[str, int] = {}
+        smallest: dict[str, int] = {}
+        for uid, tasks in self.tasks.items():
+            job = self.records[uid].job
+            gpus = sum(
+                int(t.requests.get(GPU, 0)) for t in tasks.values() if t.status == TaskStatus.BOUND
+            )
+            held[job.queue] = held.get(job.queue, 0) + gpus
+            if self.records[uid].start is None:
+                smallest[job.queue] = min(smallest.get(job.queue, job.gpus), job.gpus)
+        return QueueSample(now, held, smallest)
+
+    def _evict(self, d: Evict, now: float) -> None:
         tasks = self.tasks[d.group]
         for uid in d.tasks:
             tasks[uid] = dataclasses.replace(
@@ -302,6 +347,7 @@ class Replay:
         record = self.records[d.group]
         if record.start is not None:
             record.restarts += 1
+            record.lost += record.job.gpus * (now - record.start)
             record.start = record.end = None
             record.nodes = ()
         self.evictions += 1

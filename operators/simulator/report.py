@@ -44,6 +44,8 @@ def replace_section(doc: Path, name: str, body: str) -> None:
 def mean_std(values: Sequence[float]) -> str:
     if not values:
         return "-"
+    if len(values) == 1:
+        return f"{values[0]:.2f}"  # one seed: no spread to show
     return f"{np.mean(values):.2f} ± {np.std(values):.2f}"
 
 
@@ -67,8 +69,12 @@ def write_openb(results: Mapping[tuple[str, str, int], Row], traces: Path, docs:
     lines = [
         (
             "Unallocated GPU % at arrived workload = 100% of GPU capacity (lower is better), mean ± "
-            "std over seeds; *n* = seeds run. Published columns: the paper's cached results "
-            "(`../shared/traces/openb/published/analysis_allo_discrete.csv`)."
+            "std over seeds (a single value: one seed); *n* = seeds run. Published columns: the "
+            "paper's cached results, 10 seeds "
+            "(`../shared/traces/openb/published/analysis_allo_discrete.csv`). Command: `make "
+            "quality` (all of it), or a slice, e.g. `python -m operators.simulator.quality run "
+            "--traces gpushare100 --policies Sluice FGD --seeds 42 43` then `python -m "
+            "operators.simulator.quality report`."
         ),
         "",
         "| trace | "
@@ -240,3 +246,44 @@ def write_lingjun(results: Mapping[str, Mapping[str, object]], docs: Path) -> No
         cells = [_fmt(results[p].get(key, float("nan")), how) for p in policies]
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     replace_section(docs / "quality.md", "lingjun", "\n".join(lines))
+
+
+PHILLY_COLUMNS = (
+    "queue",
+    "guaranteed GPUs",
+    "jobs (finished)",
+    "avg / p95 queueing delay (min)",
+    "GPU-hours used",
+    "borrowed share (% of its GPU-hours above guarantee)",
+    "guarantee owed (h, % of span)",
+    "preemptions (GPU-hours lost)",
+)
+
+
+def write_philly(results: Mapping[str, Mapping[str, object]], docs: Path) -> None:
+    """One table per variant (the core's defaults; fair share on/off once it exists)."""
+    parts = []
+    for variant, entry in results.items():
+        days = entry["window_days"]
+        parts.append(
+            f"**{variant}**: {entry['jobs']} jobs (days {days[0]:g}-{days[1]:g} of the trace, "  # type: ignore[index]
+            f"split seed {entry['seed']}) on {entry['gpus']} GPUs; {entry['evictions']} "
+            f"evictions; {entry['sessions']} sessions."
+        )
+        parts.append("")
+        parts.append("| " + " | ".join(PHILLY_COLUMNS) + " |")
+        parts.append("|" + "---|" * len(PHILLY_COLUMNS))
+        for q in entry["queues"]:  # type: ignore[attr-defined]
+            cells = [
+                str(q["queue"]),
+                f"{q['guarantee']}",
+                f"{q['jobs']} ({q['finished']})",
+                f"{_fmt(q['avg_wait'], 'min')} / {_fmt(q['p95_wait'], 'min')}",
+                f"{float(q['gpu_hours']):.0f}",
+                f"{float(q['borrowed_share']):.1f}",
+                f"{float(q['owed_hours']):.1f} ({float(q['owed_share']):.1f}%)",
+                f"{q['preemptions']} ({float(q['lost_gpu_hours']):.0f})",
+            ]
+            parts.append("| " + " | ".join(cells) + " |")
+        parts.append("")
+    replace_section(docs / "quality.md", "philly", "\n".join(parts))
