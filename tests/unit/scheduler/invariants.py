@@ -23,8 +23,6 @@ from operators.scheduler.snapshot import (
     pool_of_node,
 )
 
-from .simulate import holdings
-
 if TYPE_CHECKING:
     from operators.scheduler.session import SessionResult
     from operators.scheduler.snapshot import PodGroup, Snapshot, Task
@@ -129,23 +127,16 @@ def no_priority_inversion(snap: Snapshot, result: SessionResult) -> None:
 
 def guarantees_hold(snap: Snapshot, result: SessionResult) -> None:
     """No queue (at any level of the tree) is taken below its guarantee by work of queues
-    outside it: a queue that lost pods to them still holds, once the session's decisions are
-    carried out, at least its guarantee (or all it held, if that was less). Pods already
-    terminating count on neither side: they are gone whatever this session does. Tasks borrowed
-    onto another pool go back to that pool whatever the quota, so they do not count."""
+    outside it: what it held, less what this session evicts from it for preemptors outside it,
+    is at least its guarantee (or all it held, if that was less). Pods already terminating count
+    on neither side: they are gone whatever this session does. Moves inside the queue (its own
+    jobs preempting each other) are not its guarantee's business. A job borrowed wholly onto
+    another pool goes back to that pool whatever the quota, so it does not count."""
     queues = _queues(snap)
     groups = {g.uid: g for g in snap.groups}
     tasks = {t.uid: t for t in snap.tasks}
     before = _usage(snap, queues, (TaskStatus.BOUND,))
-    after: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    for held in holdings(snap, result).values():
-        for t in held:
-            if t.status == TaskStatus.RELEASING:
-                continue
-            for q in _chain(queues, groups[t.group].queue):
-                for name, value in t.requests.items():
-                    after[q][name] += value
-    losers: set[str] = set()
+    lost: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for d in result.decisions:
         if not isinstance(d, Evict):
             continue
@@ -153,10 +144,17 @@ def guarantees_hold(snap: Snapshot, result: SessionResult) -> None:
         inside = set(_chain(queues, preemptor.queue))
         if all(_borrowed(snap, tasks[uid], victim) for uid in d.tasks):
             continue
-        losers.update(q for q in _chain(queues, victim.queue) if q not in inside)
-    for name in losers:
+        for q in _chain(queues, victim.queue):
+            if q in inside:
+                continue
+            for uid in d.tasks:
+                if tasks[uid].status == TaskStatus.BOUND:
+                    for name, value in tasks[uid].requests.items():
+                        lost[q][name] += value
+    for name, taken in lost.items():
         for resource, floor in queues[name].guarantee.items():
-            had, has = before[name].get(resource, 0), after[name].get(resource, 0)
+            had = before[name].get(resource, 0)
+            has = had - taken.get(resource, 0)
             assert has >= min(had, floor), (name, resource, had, has, floor)
 
 
