@@ -661,6 +661,7 @@ class PodGroupReason(StrEnum):
     GROWING = "Growing"  # elastic group at its minimum, waiting for idle room to grow
     # preemptible: false, and what it needs is above its queue's deserved share
     NON_PREEMPTIBLE_OVER_QUOTA = "NonPreemptibleOverQuota"
+    BINDING_REJECTED = "BindingRejected"  # the API refused its Binding; retried after a backoff
     DELAYED_PREEMPTION = "DelayedPreemption"  # reason of the Privileged / WillEvict conditions
     POOL_NOT_FOUND = "PoolNotFound"  # PoolFallback=True: spec.pool names no Pool
     POOL_FOUND = "PoolFound"  # PoolFallback=False again: the pool exists now

@@ -22,7 +22,7 @@ from typing import Any
 
 from operators.api import labels as L
 from operators.runtime import records as R
-from operators.runtime.binder import Binder, BindRequest, GangOutcome
+from operators.runtime.binder import BindBackoff, Binder, BindRequest, GangOutcome
 from operators.runtime.cache import SchedulerCache
 from operators.runtime.client import ApiError, KubeClient
 from operators.runtime.events import EventRecorder, RecentKeys
@@ -80,6 +80,8 @@ class DecisionApplier:
         # Victim groups counted in sluice_preemptions_total: a victim re-decided every cycle (an
         # eviction a PodDisruptionBudget keeps refusing) is counted once, when first chosen.
         self._victims = RecentKeys(VICTIM_MEMORY_SECONDS)
+        # Groups whose Bindings the API keeps rejecting wait out a growing backoff.
+        self.backoff = BindBackoff()
 
     @property
     def binding_groups(self) -> KeysView[str]:
@@ -266,14 +268,32 @@ class DecisionApplier:
             self.metrics.attempts.labels(result="error").inc()
             if outcome.rolled_back:
                 self.metrics.gang_rollbacks.inc()
+            now = time.time()
+            rejection = self.backoff.rejected(group_uid, now, outcome.failed[0][1])
+            retry = f"retried as a whole in {rejection.retry_at - now:.0f} s"
             self.events.post(
                 self.involved(group_uid),
                 "Warning",
                 "FailedBinding",
                 f"{len(outcome.failed)} of {len(requests)} bindings failed "
-                f"({outcome.failed[0][1]}); the group will be retried as a whole",
+                f"({outcome.failed[0][1]}); {retry}",
             )
+            if not group_uid.startswith("pod:"):  # an implicit group's Event is on its pod
+                for req, reason in outcome.failed:
+                    self.events.post(
+                        {
+                            "apiVersion": "v1",
+                            "kind": "Pod",
+                            "namespace": req.namespace,
+                            "name": req.name,
+                            "uid": req.uid,
+                        },
+                        "Warning",
+                        "FailedBinding",
+                        f"binding to {req.node} failed ({reason}); {retry}",
+                    )
         else:
+            self.backoff.bound(group_uid)
             self.metrics.attempts.labels(result="scheduled").inc()
 
     def on_bound(self, req: BindRequest) -> None:

@@ -20,7 +20,7 @@ from operators.controllers.scheduler_apply import DecisionApplier
 from operators.controllers.scheduler_status import StatusWriter, count_members
 from operators.runtime import kubeconfig, signals
 from operators.runtime import records as R
-from operators.runtime.binder import Binder
+from operators.runtime.binder import BindBackoff, Binder
 from operators.runtime.cache import ChangeKind, SchedulerCache
 from operators.runtime.client import KubeClient
 from operators.runtime.events import EventRecorder
@@ -50,6 +50,7 @@ class SchedulerOperator:
         self.metrics = SchedulerMetrics()
         self.cache = SchedulerCache(settings.scheduler_name, self._on_change)
         self._wake = asyncio.Event()
+        self._backoff: BindBackoff | None = None
         self._schedule_wanted = True
         self._stopping = asyncio.Event()
         self._half_bound_since: dict[str, float] = {}
@@ -140,6 +141,7 @@ class SchedulerOperator:
             write_semaphore=sem,
             may_write=self.leading,
         )
+        self._backoff = applier.backoff
         applier.binder.on_bound = applier.on_bound
         applier.binder.on_failed = applier.on_failed
         status = StatusWriter(
@@ -257,6 +259,10 @@ class SchedulerOperator:
             wait = min(wait, max(0.0, since + self.settings.half_bound_grace_seconds - now) + 0.05)
         if self.cache.assumed:
             wait = min(wait, self.settings.assume_ttl_seconds)
+        if self._backoff is not None:  # a group whose binding was rejected is due again
+            for rejection in self._backoff.current(self.cache.has_group).values():
+                if rejection.retry_at > now:
+                    wait = min(wait, rejection.retry_at - now + 0.05)
         return wait
 
     async def _loop(self, applier: DecisionApplier, status: StatusWriter) -> None:
@@ -311,7 +317,8 @@ class SchedulerOperator:
         now = time.time()
         self.cycles += 1
         self.cache.expire_assumptions(now, self.settings.assume_ttl_seconds)
-        snap = self.cache.snapshot(now, status.implicit_marks)
+        rejections = applier.backoff.current(self.cache.has_group)
+        snap = self.cache.snapshot(now, status.implicit_marks, rejections)
         t1 = time.perf_counter()
         # The snapshot is immutable, so the session can run off the event loop while watches
         # and in-flight bindings keep being served; and each gang the session commits (binds

@@ -79,6 +79,46 @@ def binding_body(req: BindRequest) -> dict[str, object]:
     }
 
 
+@dataclasses.dataclass(frozen=True)
+class Rejection:
+    retry_at: float  # wall-clock seconds
+    message: str  # the API's answer to the last attempt
+    failures: int
+
+
+class BindBackoff:
+    """Groups whose Bindings the API server (or an admission webhook) keeps rejecting.
+
+    After the n-th rejection in a row a group waits ``base * 2**(n-1)`` seconds (at most
+    ``cap``) before it is placed again; the scheduler core skips it meanwhile (it holds no
+    room, so it never takes a cycle's room from pods that can bind). A successful binding, or
+    a group that is gone, clears it. Clock readings are passed in, so it is testable as is.
+    """
+
+    def __init__(self, base: float = 1.0, cap: float = 300.0) -> None:
+        self.base = base
+        self.cap = cap
+        self._by_group: dict[str, Rejection] = {}
+
+    def rejected(self, group_uid: str, now: float, message: str) -> Rejection:
+        last = self._by_group.get(group_uid)
+        failures = (last.failures if last is not None else 0) + 1
+        delay = min(self.cap, self.base * 2 ** (failures - 1))
+        entry = Rejection(now + delay, message, failures)
+        self._by_group[group_uid] = entry
+        return entry
+
+    def bound(self, group_uid: str) -> None:
+        self._by_group.pop(group_uid, None)
+
+    def current(self, live: Callable[[str], bool]) -> Mapping[str, Rejection]:
+        """Every group still backed off or due for a retry; groups ``live`` no longer knows
+        are dropped."""
+        for uid in [uid for uid in self._by_group if not live(uid)]:
+            del self._by_group[uid]
+        return self._by_group
+
+
 class Binder:
     """`on_bound`/`on_failed` let the cache confirm or forget each assumed pod as answers arrive."""
 
@@ -115,7 +155,11 @@ class Binder:
                     await self.client.post(path, binding_body(req))
                     return BindAnswer()
                 except ApiError as err:
+                    # "<status> <reason>: <message>": the metric label is the status code; the
+                    # message (e.g. an admission webhook's denial) is what the user needs.
                     reason = f"{err.status} {err.reason}".strip()
+                    if err.message:
+                        reason = f"{reason}: {err.message}"
                     if err.conflict:
                         on_target = await self._already_on_target(req)
                         if on_target:

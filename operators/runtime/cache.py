@@ -17,11 +17,14 @@ import logging
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from operators.runtime import records as R
 from operators.runtime.informer import EventType, Key
 from operators.scheduler import snapshot as S
+
+if TYPE_CHECKING:
+    from operators.runtime.binder import Rejection
 
 log = logging.getLogger(__name__)
 
@@ -544,9 +547,17 @@ class SchedulerCache:
     # the snapshot
     # ----------------------------------------------------------------------------------------
 
+    def has_group(self, uid: str) -> bool:
+        return uid in self._explicit or uid.removeprefix("pod:") in self._implicit
+
     def snapshot(
-        self, now: float, implicit_marks: Mapping[str, S.PreemptionMark] | None = None
+        self,
+        now: float,
+        implicit_marks: Mapping[str, S.PreemptionMark] | None = None,
+        rejections: Mapping[str, Rejection] | None = None,
     ) -> S.Snapshot:
+        """``rejections``: groups whose Binding the API rejected (BindBackoff), with the time
+        they may be placed again, on the core's clock (``now``)."""
         for name in self._dirty_nodes:
             if name in self.nodes:
                 self._built_nodes[name] = self._foreign(name)
@@ -571,6 +582,13 @@ class SchedulerCache:
             )
         else:
             groups.extend(self._implicit.values())
+        if rejections:
+            groups = [
+                dataclasses.replace(g, retry_binding_at=r.retry_at, binding_error=r.message)
+                if (r := rejections.get(g.uid)) is not None
+                else g
+                for g in groups
+            ]
         live = {g.uid for g in groups}
         tasks = tuple(t for t in self._tasks.values() if t.group in live)
         topology = None

@@ -30,6 +30,7 @@ class ApiError(Exception):
         reason = body.get("reason", "") if isinstance(body, dict) else ""
         message = body.get("message", "") if isinstance(body, dict) else str(body)[:200]
         self.reason: str = str(reason)
+        self.message: str = str(message)  # the API's own words (e.g. a webhook's denial)
         super().__init__(f"{method} {path}: {status} {reason} {message}".strip())
 
     @property

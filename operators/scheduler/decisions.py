@@ -111,6 +111,7 @@ class ReasonCode(enum.StrEnum):
     GROWING = "Growing"  # elastic group at min, waiting for idle room to grow
     # preemptible: false and the room it needs is above its queue's deserved share
     NON_PREEMPTIBLE_OVER_QUOTA = "NonPreemptibleOverQuota"
+    BINDING_REJECTED = "BindingRejected"  # the API refused its Binding: backing off
 
 
 @dataclass(frozen=True, slots=True)

@@ -427,6 +427,11 @@ class PodGroup:
     # False (spec.preemptible: false): runs only on in-quota room - within its queue chain's
     # deserved share, in its own pool - since nothing could take borrowed room back from it.
     preemptible: bool = True
+    # The API server (or a webhook) rejected this group's Binding: nothing of it is placed
+    # before ``retry_binding_at`` (the runtime's backoff), so it holds no room meanwhile;
+    # ``binding_error`` is the API's message.
+    retry_binding_at: float = 0.0
+    binding_error: str = ""
 
 
 class TaskStatus(enum.StrEnum):

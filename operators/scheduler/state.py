@@ -548,6 +548,10 @@ class SessionState:
         nodes = {t.nominated for t in g.tasks if t.nominated >= 0 and t.pending}
         return sum(self.releasing.get(node, 0) for node in nodes)
 
+    def backing_off(self, g: GroupInfo) -> bool:
+        """Its Binding was rejected and the retry time has not come: place nothing of it."""
+        return self.now < g.pg.retry_binding_at
+
     def is_borrowed(self, t: TaskInfo) -> bool:
         return t.node >= 0 and int(self.nodes.node_pool[t.node]) != t.pool
 

@@ -41,11 +41,15 @@ def candidates(ssn: Session) -> list[GroupInfo]:
     return [
         g
         for g in ssn.state.groups
-        if g.phase in admitted and not g.gang_satisfied() and g.pending_tasks()
+        if g.phase in admitted
+        and not g.gang_satisfied()
+        and g.pending_tasks()
+        and not ssn.state.backing_off(g)
     ]
 
 
 def run(ssn: Session) -> None:
+    explain_backoffs(ssn)
     groups = candidates(ssn)
     # A queue at its deserved share waits for the borrow pass as a whole.
     memo = FailureMemo.open(ssn)
@@ -58,6 +62,23 @@ def run(ssn: Session) -> None:
     memo = FailureMemo.open(ssn)
     for g in round_robin(ssn, retry):
         allocate_group(ssn, g, AllocatePass.BORROW, memo=memo)
+
+
+def explain_backoffs(ssn: Session) -> None:
+    """Groups whose Binding the API keeps rejecting wait out their backoff holding no room, so
+    they never take a cycle's room from groups that can bind."""
+    state = ssn.state
+    for g in state.groups:
+        if state.backing_off(g) and g.pending_tasks():
+            state.explain(
+                g,
+                Explanation(
+                    g.uid,
+                    ReasonCode.BINDING_REJECTED,
+                    f"the API server rejected its binding: {g.pg.binding_error or 'no message'}"
+                    f"; tried again in {g.pg.retry_binding_at - state.now:.0f} s",
+                ),
+            )
 
 
 class FailureMemo:

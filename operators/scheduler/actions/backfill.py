@@ -70,6 +70,7 @@ def run(ssn: Session) -> None:
         if g.phase != GroupPhase.PENDING
         and g.gang_satisfied()
         and g.pending_tasks()
+        and not state.backing_off(g)
         # A gang waiting for nominated room grows only once it is actually bound.
         and not any(t.placed == Placement.NOMINATE or t.nominated >= 0 for t in g.tasks)
     ]
