@@ -25,6 +25,7 @@ import pytest
 from kubernetes import client, watch
 
 from operators.api import labels
+from operators.api.scheduling import PodGroup, Queue
 from operators.devcluster import profiles, waiting
 from operators.devcluster.processes import free_port
 
@@ -882,3 +883,144 @@ def test_a_finished_groups_pods_keep_their_gpus_until_gone(
     core.delete_namespaced_pod("done-0", namespace, grace_period_seconds=0)
     wait_for(lambda: bound(core, namespace, "next-"), 30, "next-0 bound once done-0 is gone", sched)
     assert_no_gpu_shared(core)
+
+
+def test_non_preemptible_work_waits_for_in_quota_room(
+    core: client.CoreV1Api,
+    custom: client.CustomObjectsApi,
+    namespace: str,
+    start_scheduler: Callable[..., Scheduler],
+) -> None:
+    """#28 item 2. dept (capability 4 cpu) splits its share between team-a and team-b, whose 2
+    pending pods can never run (no node has their label) but count as demand: team-a deserves
+    2 cpu. A non-preemptible 3-pod gang of team-a waits (NonPreemptibleOverQuota) although the
+    room is idle; made preemptible, it borrows and runs. On main before #28 it bound at once:
+    `preemptible: false` only protected a job from preemption."""
+    group_api = ("scheduling.sluice.dev", "v1alpha1", namespace, PodGroup.plural)
+    dept, team_a, team_b = (f"{namespace}-{q}" for q in ("dept", "a", "b"))
+    queues = [
+        (dept, {"capability": {"cpu": "4"}}),
+        (team_a, {"parent": dept}),
+        (team_b, {"parent": dept}),
+    ]
+    for name, spec in queues:
+        custom.create_cluster_custom_object(
+            "scheduling.sluice.dev",
+            "v1alpha1",
+            Queue.plural,
+            {
+                "apiVersion": "scheduling.sluice.dev/v1alpha1",
+                "kind": "Queue",
+                "metadata": {"name": name},
+                "spec": spec,
+            },
+        )
+    try:
+        sched = start_scheduler()
+        sched.wait_ready()
+        stuck = podgroup("stuck", 2)
+        stuck["spec"]["queue"] = team_b
+        steady = podgroup("steady", 3)
+        steady["spec"].update(queue=team_a, preemptible=False)
+        for body in (stuck, steady):
+            custom.create_namespaced_custom_object(*group_api, body)
+        for i in range(2):
+            body = pod(f"stuck-{i}", group="stuck")
+            body["spec"]["nodeSelector"] = {"sluice-e2e/none": "true"}
+            core.create_namespaced_pod(namespace, body)
+        for i in range(3):
+            core.create_namespaced_pod(namespace, pod(f"steady-{i}", group="steady"))
+
+        def waiting() -> dict[str, Any] | None:
+            status = custom.get_namespaced_custom_object(*group_api, "steady").get("status") or {}
+            found = [c for c in status.get("conditions") or [] if c["type"] == "Unschedulable"]
+            return found[0] if found and found[0]["status"] == "True" else None
+
+        why = wait_for(waiting, 30, "steady waits", sched)
+        assert why["reason"] == "NonPreemptibleOverQuota", why
+        assert f"queue '{team_a}'" in why["message"]
+        assert not bound(core, namespace, "steady-")
+        custom.patch_namespaced_custom_object(*group_api, "steady", {"spec": {"preemptible": True}})
+        wait_for(lambda: len(bound(core, namespace, "steady-")) == 3, 30, "steady runs", sched)
+    finally:
+        for name, _ in reversed(queues):
+            with contextlib.suppress(client.ApiException):
+                custom.delete_cluster_custom_object(
+                    "scheduling.sluice.dev", "v1alpha1", Queue.plural, name
+                )
+
+
+def test_a_binding_the_api_rejects_is_backed_off_and_told_while_others_bind(
+    core: client.CoreV1Api,
+    k8s: client.ApiClient,
+    namespace: str,
+    start_scheduler: Callable[..., Scheduler],
+) -> None:
+    """#28 item 5. A ValidatingAdmissionPolicy rejects every Binding of pods named `rejected-*`
+    in this namespace. The rejected pod gets a FailedBinding Event with the policy's message
+    and stays pending (backed off, holding no room); a pod created after it binds. On main
+    before #28 the Event said only "403 Forbidden", and the pod was retried every cycle."""
+    admission = client.AdmissionregistrationV1Api(k8s)
+    policy = f"{namespace}-deny-binding"
+    message = "bindings of rejected-* pods are refused by the e2e policy"
+    admission.create_validating_admission_policy(
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicy",
+            "metadata": {"name": policy},
+            "spec": {
+                "failurePolicy": "Fail",
+                "matchConstraints": {
+                    "resourceRules": [
+                        {
+                            "apiGroups": [""],
+                            "apiVersions": ["v1"],
+                            "operations": ["CREATE"],
+                            "resources": ["pods/binding"],
+                        }
+                    ]
+                },
+                "validations": [
+                    {
+                        "expression": "!object.metadata.name.startsWith('rejected-')",
+                        "message": message,
+                    }
+                ],
+            },
+        }
+    )
+    admission.create_validating_admission_policy_binding(
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": {"name": policy},
+            "spec": {
+                "policyName": policy,
+                "validationActions": ["Deny"],
+                "matchResources": {
+                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
+                },
+            },
+        }
+    )
+    try:
+        sched = start_scheduler()
+        sched.wait_ready()
+        core.create_namespaced_pod(namespace, pod("rejected-0"))
+
+        def told() -> bool:
+            return any(
+                e.reason == "FailedBinding" and message in (e.message or "")
+                for e in core.list_namespaced_event(namespace).items
+            )
+
+        # The policy takes a moment to be enforced; until then the pod could bind.
+        wait_for(told, 60, "a FailedBinding Event with the policy's message", sched)
+        core.create_namespaced_pod(namespace, pod("fine-0"))
+        wait_for(lambda: bound(core, namespace, "fine-"), 30, "fine-0 bound", sched)
+        assert not bound(core, namespace, "rejected-")
+    finally:
+        with contextlib.suppress(client.ApiException):
+            admission.delete_validating_admission_policy_binding(policy)
+        with contextlib.suppress(client.ApiException):
+            admission.delete_validating_admission_policy(policy)
