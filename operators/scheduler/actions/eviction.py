@@ -11,6 +11,8 @@ not fit anyway. Delayed preemption turns a success into marks instead of evictio
 
 from __future__ import annotations
 
+import datetime
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -363,9 +365,16 @@ def _mark_delayed(ssn: Session, g: GroupInfo, victims: list[VictimUnit], grace: 
             g.uid,
             ReasonCode.WAITING_FOR_VICTIMS,
             f"{len(uids)} job(s) of lower priority will be preempted after {grace:g} s "
-            f"(deadline {deadline:g}): {', '.join(_names(victims))}",
+            f"(deadline {utc_text(deadline)}): {', '.join(_names(victims))}",
         ),
     )
+
+
+def utc_text(seconds: float) -> str:
+    """A Unix time as users read it in conditions (a conversion: no clock is read)."""
+    if not math.isfinite(seconds) or not 0 <= seconds < 253402300800:
+        return f"{seconds:g}"
+    return datetime.datetime.fromtimestamp(seconds, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _names(victims: list[VictimUnit]) -> list[str]:

@@ -7,6 +7,7 @@ queue running in its own pool (elastic surplus before whole jobs), if its tenant
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 from operators.scheduler.actions.eviction import describe_victims, make_room
@@ -118,7 +119,7 @@ def advance_delayed(ssn: Session) -> None:
                 Explanation(
                     g.uid,
                     ReasonCode.WAITING_FOR_VICTIMS,
-                    f"waiting {mark.deadline - state.now:g} s more for {len(victims)} job(s) "
+                    f"waiting {math.ceil(mark.deadline - state.now)} s more for {len(victims)} job(s) "
                     "to checkpoint before they are preempted",
                 ),
             )

@@ -74,3 +74,24 @@ def test_deadline_evicts_only_the_announced_surplus_and_one_mark_per_victim() ->
     gone = [uid for e in evictions(due) for uid in e.tasks]
     assert sorted(gone) == sorted(marks[0].tasks)
     assert any(isinstance(d, RevertDelayedPreemption) for d in due.decisions)
+
+
+def test_the_waiting_preemptor_is_told_its_deadline_as_a_utc_time() -> None:
+    """The explanation is what `kubectl sluice why` and `describe` show a user: the deadline must
+    read as a time (it used to be an epoch in scientific notation: "deadline 1.79549e+09")."""
+    now = 1_795_490_000.0  # 2026-11-24T03:13:20Z
+    snap = Snapshot(
+        now=now,
+        nodes=(node("n0", cpu=8),),
+        groups=(
+            group("low", phase=GroupPhase.RUNNING, preemption_grace=30.0),
+            group("high", priority=100),
+        ),
+        tasks=(*tasks("low", 1, cpu=8, on=["n0"]), *tasks("high", 1, cpu=8)),
+    )
+    message = run_session(snap).explanations["high"].message
+    assert "after 30 s (deadline 2026-11-24T03:13:50Z)" in message, message
+
+    waiting = advance(snap, run_session(snap), now + 12.5)
+    message = run_session(waiting).explanations["high"].message
+    assert "waiting 18 s more" in message, message
