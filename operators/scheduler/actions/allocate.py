@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from numpy.typing import NDArray
 
     from operators.scheduler.context import Session
-    from operators.scheduler.state import GroupInfo, TaskInfo
+    from operators.scheduler.state import GroupInfo, SessionState, TaskInfo
 
 _ADMITTED = (GroupPhase.INQUEUE, GroupPhase.RUNNING, GroupPhase.UNKNOWN)
 
@@ -148,6 +148,18 @@ def _reserve_if_short(ssn: Session, g: GroupInfo, tasks: list[TaskInfo]) -> None
             return
 
 
+def _explain_kept_home(state: SessionState, g: GroupInfo) -> None:
+    """The own pool is full and may not borrow: say so, or the user hunts for idle room
+    elsewhere that the job may never use."""
+    old = state.explanation(g.uid)
+    text = (
+        f"pool {state.nodes.pool_names[g.pool]!r} disables borrowing: "
+        "it waits for room in its own pool"
+    )
+    message = f"{old.message}; {text}" if old is not None else text
+    state.explain(g, Explanation(g.uid, ReasonCode.POOL_BORROWING_DISABLED, message))
+
+
 def allocate_group(
     ssn: Session,
     g: GroupInfo,
@@ -240,6 +252,8 @@ def allocate_group(
             # comes after it cannot keep taking the room it waits for.
             ssn.reservations.reserve(g, tasks, own_mask)
     if borrow and not failures:
+        if state.nodes.pools[g.pool].disable_borrowing:
+            _explain_kept_home(state, g)
         return "failed"  # no lender could be tried: keep the own-pool explanation
     old = state.explanation(g.uid) if borrow else None
     code = failures[0][1].code if failures else ReasonCode.UNSCHEDULABLE

@@ -106,7 +106,10 @@ def test_disable_borrowing_keeps_tasks_home() -> None:
     )
     result = run_session(snap)
     assert not binds(result)
-    assert result.explanations["g"].code == ReasonCode.UNSCHEDULABLE
+    # Said in so many words: otherwise the user looks for idle room it may never use.
+    explanation = result.explanations["g"]
+    assert explanation.code == ReasonCode.POOL_BORROWING_DISABLED
+    assert "pool 'x' disables borrowing" in explanation.message
     # The control: the same pools allowing borrowing place it elsewhere.
     assert binds(run_session(dataclasses.replace(snap, pools=_pools())))
 
