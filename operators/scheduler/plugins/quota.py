@@ -3,7 +3,9 @@
 * queue order: the queue furthest below its deserved share goes first (dominant
   allocated/deserved ratio), so water-filled shares are what allocation converges to;
 * enqueue: the queue must exist and be Open; the gang minimum must fit under the capability of
-  the queue and every ancestor (counting groups already Inqueue); and it must fit in idle room,
+  the queue and every ancestor (counting groups already Inqueue; for a group within its queue's
+  share, not counting what an ancestor's other subtrees hold above their share, which reclaim
+  takes back); and it must fit in idle room,
   or within the queue's deserved share, or in idle + reclaimable room (resources other queues
   hold above their deserved share, lower-priority jobs of the same queue, borrowers on the
   group's pool). Counting reclaimable room is what lets reclaim ever start;
@@ -19,6 +21,7 @@
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -88,6 +91,10 @@ class Quota:
         q = g.queue
         with_reserved = self.reserved[q] + need
         capped = tree.capped_by(q, need, overcommit=g.pg.overcommit, pending=self.reserved)
+        if capped is not None and capped != q:
+            capped = tree.capped_by(
+                q, need, overcommit=g.pg.overcommit, pending=self._after_reclaim(g, need)
+            )
         if capped is not None:
             cap = tree.capability[capped]
             return Verdict(
@@ -230,6 +237,27 @@ class Quota:
     def _on_pool(self, unit: VictimUnit, pool: int) -> bool:
         node_pool = self.state.nodes.node_pool
         return any(t.node >= 0 and node_pool[t.node] == pool for t in unit.tasks)
+
+    def _after_reclaim(self, g: GroupInfo, need: NDArray[np.float64]) -> NDArray[np.float64]:
+        """``reserved``, minus what reclaim would take back for ``g`` under each ancestor: what
+        the ancestor's other reclaimable subtrees hold above their share (and guarantee).
+
+        Without this credit an ancestor's capability, filled by a sibling that borrowed above
+        its share, refuses admission, and reclaim (which runs only for admitted groups) never
+        starts. Reclaim acts only for a group within its queue's deserved share."""
+        tree, q = self.tree, g.queue
+        pending = self.reserved.copy()
+        if not _within(tree.allocated[q] + self.reserved[q] + need, tree.deserved[q], need):
+            return pending
+        chain = tree.chain_rows[q]
+        credit = self.state.space.zeros()
+        for below, level in itertools.pairwise(chain):
+            for c in tree.children[level]:
+                if c != below and tree.reclaimable[c]:
+                    floor = np.maximum(tree.deserved[c], tree.guarantee[c])
+                    credit = credit + np.maximum(tree.allocated[c] - floor, 0.0)
+            pending[level] -= credit
+        return pending
 
     def _reclaimable(self, g: GroupInfo) -> NDArray[np.float64]:
         """What preempt and the owner pool could free for ``g``: held tasks of lower-priority

@@ -235,3 +235,29 @@ def test_waiting_groups_are_listed_in_job_order() -> None:
     assert bound_groups(result) == {"fits"}
     # Priority first, then creation; the group placed (first in line) no longer waits.
     assert result.queues["a"].waiting == (("ns", "high"), ("ns", "low"), ("ns", "later"))
+
+
+def test_a_parents_capability_held_by_an_over_share_sibling_does_not_block_admission() -> None:
+    """lab (capability 24 cores) -> team-a, team-b. team-a holds all 24 cores, far above its
+    share; team-b's job is within team-b's share but would take lab past its capability while
+    team-a holds it. Admission must count what reclaim takes back from team-a, or team-b's job
+    is never admitted and reclaim never starts (found by the e2e queue-reclaim story)."""
+    queues = (
+        Queue("lab", capability={"cpu": 24000}),
+        Queue("team-a", parent="lab", guarantee={"cpu": 8000}),
+        Queue("team-b", parent="lab", guarantee={"cpu": 8000}),
+    )
+    running = [group(f"a{i}", queue="team-a", phase=GroupPhase.RUNNING) for i in range(3)]
+    bound = [t for i in range(3) for t in tasks(f"a{i}", 1, cpu=8, on=[f"n{i}"])]
+    snap = Snapshot(
+        now=0,
+        nodes=_cluster(),
+        queues=queues,
+        groups=(*running, group("b0", queue="team-b", phase=GroupPhase.PENDING)),
+        tasks=(*bound, *tasks("b0", 1, cpu=8)),
+    )
+    result = run_session(snap)
+    assert result.explanations["b0"].code != ReasonCode.QUOTA_EXCEEDED, result.explanations["b0"]
+    [evicted] = evictions(result)
+    assert evicted.group.startswith("a")
+    assert [n.group for n in nominations(result)] == ["b0"]
