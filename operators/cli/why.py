@@ -30,6 +30,8 @@ KINDS = {
     "vcjobs": "vcjobs",
 }
 MAX_EVENTS = 5
+EVICTIONS = frozenset({"Preempted", "Reclaimed", "Shrunk", "DelayedPreemptionDue"})
+"""Event reasons the scheduler posts when it evicts a group's pods (decisions.EvictReason)."""
 
 UNBLOCK: Mapping[str, str] = {
     "NotEnoughResources": "it starts when its queue's share or the cluster has room for the "
@@ -156,6 +158,7 @@ async def gather(client: KubeClient, namespace: str, kind: str, name: str) -> di
         group_name = next((g for g in named if g), name)
         facts["job"] = job
     if group_name:
+        facts.setdefault("nodePools", {})
         facts["groupName"] = group_name
         group = await _get(client, f"{groups}/{group_name}")
         if group is None and kind == "podgroup":
@@ -174,6 +177,12 @@ async def gather(client: KubeClient, namespace: str, kind: str, name: str) -> di
             )
             == group_name
         ]
+        if any((p.get("spec") or {}).get("nodeName") for p in facts["pods"]):
+            nodes, _ = await client.list("/api/v1/nodes")
+            facts["nodePools"] = {
+                n["metadata"]["name"]: (n["metadata"].get("labels") or {}).get(L.POOL, "")
+                for n in nodes
+            }
     facts.setdefault("events", [])
     return facts
 
@@ -232,13 +241,54 @@ def explain(facts: Mapping[str, Any]) -> dict[str, Any]:
         return out
     group = facts.get("podgroup")
     if group is not None:
-        return _explain_group(out, group, facts.get("pods") or [])
+        _explain_group(out, group, facts.get("pods") or [])
+        _contention(out, group, facts)
+        return out
     return _explain_plain_pod(out, pod or {})
+
+
+def _contention(out: dict[str, Any], group: Mapping[str, Any], facts: Mapping[str, Any]) -> None:
+    """What sharing and preemption do to the group: pods running in a pool that only lends
+    them, a delayed preemption that will take it, and its last eviction (why it was re-queued)."""
+    own = out["pool"]
+    node_pools: Mapping[str, str] = facts.get("nodePools") or {}
+    borrowed: dict[str, int] = {}
+    for p in facts.get("pods") or ():
+        node = (p.get("spec") or {}).get("nodeName")
+        lender = node_pools.get(node or "", "")
+        if (
+            node
+            and lender
+            and lender != own
+            and (p.get("status") or {}).get("phase")
+            in (
+                "Pending",
+                "Running",
+            )
+        ):
+            borrowed[lender] = borrowed.get(lender, 0) + 1
+    if borrowed:
+        out["borrowing"] = (
+            ", ".join(f"{n} pod(s) in pool {lender}" for lender, n in sorted(borrowed.items()))
+            + f" (borrowed: evicted first when that pool's own jobs need the room; its pool is {own})"
+        )
+    mark = (group.get("status") or {}).get("preemption") or {}
+    if mark.get("role") == "WillEvict":
+        peers = ", ".join(mark.get("peers") or ()) or "a higher-priority job"
+        out["preemption"] = (
+            f"will be evicted whole at {mark.get('deadline')} to make room for {peers} "
+            "(delayed preemption: checkpoint before then; it stays if that job goes away or "
+            "room frees up first)"
+        )
+    evictions = [e for e in facts.get("events") or () if e.get("reason") in EVICTIONS]
+    if evictions:
+        last = max(evictions, key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""))
+        out["lastEviction"] = f"{last.get('reason')}: {last.get('message') or ''}"
 
 
 def _explain_group(
     out: dict[str, Any], group: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]
-) -> dict[str, Any]:
+) -> None:
     spec, status = group.get("spec") or {}, group.get("status") or {}
     phase = str(status.get("phase") or "Pending")
     counts = _pod_counts(pods)
@@ -252,7 +302,7 @@ def _explain_group(
     )
     if phase in ("Completed", "Failed"):
         out.update(waitingFor=None, unblock=f"nothing: the group has finished ({phase})")
-        return out
+        return
     blocked = common.condition(group, "Unschedulable")
     enqueued = common.condition(group, "Enqueued")
     privileged = common.condition(group, "Privileged")
@@ -264,12 +314,11 @@ def _explain_group(
         reason, message = str(enqueued.get("reason")), str(enqueued.get("message") or "")
     elif phase == "Running":
         out.update(waitingFor=None, unblock="nothing: at least minMember pods are bound")
-        return out
+        return
     else:
         reason, message = "", "no scheduling cycle has explained it yet"
     out["waitingFor"] = f"{reason}: {message}" if reason else message
     out["unblock"] = UNBLOCK.get(reason, "see the Events below and `kubectl describe podgroup`")
-    return out
 
 
 def _explain_plain_pod(out: dict[str, Any], pod: Mapping[str, Any]) -> dict[str, Any]:
@@ -308,6 +357,13 @@ def render(data: Mapping[str, Any]) -> str:
     lines.append(state)
     lines.append(f"  Waiting for: {data['waitingFor'] or 'nothing'}")
     lines.append(f"  To unblock:  {data['unblock']}")
+    for key, title in (
+        ("borrowing", "Borrowing"),
+        ("preemption", "Preemption"),
+        ("lastEviction", "Evicted"),
+    ):
+        if data.get(key):
+            lines.append(f"  {title + ':':<13}{data[key]}")
     if data["events"]:
         lines.append("  Recent events:")
         lines.extend(

@@ -71,9 +71,10 @@ def test_seed_scenarios_present() -> None:
     assert (ps.min_replicas, ps.max_replicas) == (1, 2)
     assert (worker.min_replicas, worker.max_replicas) == (2, 8)
 
-    vc = next(j for j in kinds["VCJob"] if isinstance(j, VCJob))
     completes = [
         (t.name, p)
+        for vc in kinds["VCJob"]
+        if isinstance(vc, VCJob)
         for t in vc.spec.tasks
         for p in t.policies or []
         if PolicyEvent.TASK_COMPLETED in p.triggers() and p.action is PolicyAction.COMPLETE_JOB

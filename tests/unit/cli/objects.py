@@ -191,3 +191,171 @@ PLAIN_POD: dict[str, Any] = {
     },
     "events": [],
 }
+
+
+def job_pod(group: str, name: str, phase: str = "Pending", node: str = "") -> dict[str, Any]:
+    pod = member(name, phase, node)
+    pod["metadata"]["annotations"] = {"scheduling.sluice.dev/pod-group": group}
+    return pod
+
+
+def job_group(
+    name: str, pool: str, status: dict[str, Any], queue: str = "default"
+) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name},
+        "spec": {"minMember": 1, "queue": queue, "pool": pool},
+        "status": status,
+    }
+
+
+def event(reason: str, message: str, name: str, when: str = "10:00:00") -> dict[str, Any]:
+    return {
+        "type": "Warning",
+        "reason": reason,
+        "message": message,
+        "lastTimestamp": f"2026-11-24T{when}Z",
+        "involvedObject": {"kind": "PodGroup", "name": name},
+    }
+
+
+# Scenario 1: a sweep running partly at home, partly on gpu-pool's idle CPUs.
+BORROWING_JOB: dict[str, Any] = {
+    "kind": "VCJob",
+    "namespace": "research",
+    "name": "cpu-sweep",
+    "groupName": "cpu-sweep",
+    "podgroup": job_group(
+        "cpu-sweep",
+        "cpu-pool",
+        {"phase": "Running", "conditions": [{"type": "Scheduled", "status": "True"}]},
+    ),
+    "pods": [
+        job_pod("cpu-sweep", "cpu-sweep-trial-0", "Running", "cpu-0"),
+        job_pod("cpu-sweep", "cpu-sweep-trial-1", "Running", "cpu-1"),
+        job_pod("cpu-sweep", "cpu-sweep-trial-2", "Running", "gpu-0"),
+        job_pod("cpu-sweep", "cpu-sweep-trial-3", "Running", "gpu-1"),
+    ],
+    "nodePools": {
+        "cpu-0": "cpu-pool",
+        "cpu-1": "cpu-pool",
+        "gpu-0": "gpu-pool",
+        "gpu-1": "gpu-pool",
+    },
+    "events": [],
+}
+
+# Scenario 1: a full pool that may not borrow.
+BORROWING_DISABLED_GROUP: dict[str, Any] = {
+    "kind": "VCJob",
+    "namespace": "research",
+    "name": "overflow",
+    "groupName": "overflow",
+    "podgroup": job_group(
+        "overflow",
+        "homebody-pool",
+        {
+            "phase": "Inqueue",
+            "conditions": [
+                {
+                    "type": "Unschedulable",
+                    "status": "True",
+                    "reason": "BorrowingDisabled",
+                    "message": "in pool 'homebody-pool': needs 2 pod(s) of task 'worker' with "
+                    "cpu 1 each, only 0 fit; pool 'homebody-pool' disables borrowing: it waits "
+                    "for room in its own pool",
+                }
+            ],
+        },
+    ),
+    "pods": [job_pod("overflow", f"overflow-worker-{i}") for i in range(2)],
+    "events": [],
+}
+
+# Scenario 3: a job reclaimed by another team, re-queued, now over its parent's capability.
+RECLAIMED_JOB: dict[str, Any] = {
+    "kind": "VCJob",
+    "namespace": "team-a",
+    "name": "a-0",
+    "groupName": "a-0",
+    "podgroup": job_group(
+        "a-0",
+        "lab-pool",
+        {
+            "phase": "Pending",
+            "conditions": [
+                {
+                    "type": "Unschedulable",
+                    "status": "True",
+                    "reason": "QuotaExceeded",
+                    "message": "queue 'lab' would exceed its capability (GPUs 16): it holds "
+                    "GPUs 16, needs GPUs 2 more",
+                }
+            ],
+        },
+        queue="team-a",
+    ),
+    "pods": [job_pod("a-0", "a-0-worker-0")],
+    "events": [event("Reclaimed", "to make room for team-b/b-train", "a-0")],
+}
+
+# Scenario 6: both sides of a delayed preemption.
+WILL_EVICT_JOB: dict[str, Any] = {
+    "kind": "VCJob",
+    "namespace": "research",
+    "name": "nightly-eval",
+    "groupName": "nightly-eval",
+    "podgroup": job_group(
+        "nightly-eval",
+        "gpu-pool",
+        {
+            "phase": "Running",
+            "conditions": [{"type": "WillEvict", "status": "True", "reason": "DelayedPreemption"}],
+            "preemption": {
+                "role": "WillEvict",
+                "deadline": "2026-11-24T10:02:00Z",
+                "peers": ["research/urgent"],
+            },
+        },
+    ),
+    "pods": [
+        job_pod("nightly-eval", f"nightly-eval-worker-{i}", "Running", "gpu-0") for i in (0, 1)
+    ],
+    "nodePools": {"gpu-0": "gpu-pool"},
+    "events": [
+        event(
+            "WillEvict",
+            "will be preempted by research/urgent at 2026-11-24T10:02:00Z",
+            "nightly-eval",
+        )
+    ],
+}
+
+PRIVILEGED_JOB: dict[str, Any] = {
+    "kind": "VCJob",
+    "namespace": "research",
+    "name": "urgent",
+    "groupName": "urgent",
+    "podgroup": job_group(
+        "urgent",
+        "gpu-pool",
+        {
+            "phase": "Inqueue",
+            "conditions": [
+                {
+                    "type": "Privileged",
+                    "status": "True",
+                    "reason": "DelayedPreemption",
+                    "message": "until 2026-11-24T10:02:00Z; peers: research/nightly-eval",
+                }
+            ],
+            "preemption": {
+                "role": "Privileged",
+                "deadline": "2026-11-24T10:02:00Z",
+                "peers": ["research/nightly-eval"],
+            },
+        },
+    ),
+    "pods": [job_pod("urgent", "urgent-worker-0")],
+    "events": [],
+}

@@ -52,6 +52,11 @@ def test_top() -> None:
         ("why-running-job", O.RUNNING_JOB),
         ("why-missing-group", O.MISSING_GROUP_POD),
         ("why-plain-pod", O.PLAIN_POD),
+        ("why-borrowing-job", O.BORROWING_JOB),
+        ("why-borrowing-disabled", O.BORROWING_DISABLED_GROUP),
+        ("why-reclaimed-job", O.RECLAIMED_JOB),
+        ("why-will-evict-job", O.WILL_EVICT_JOB),
+        ("why-privileged-job", O.PRIVILEGED_JOB),
     ],
 )
 def test_why(name: str, facts: dict[str, Any]) -> None:

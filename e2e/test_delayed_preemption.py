@@ -1,0 +1,182 @@
+"""Delayed job-level preemption (OpenI Octopus): the victims get a grace period to checkpoint.
+
+The queue `patient` sets `preemptionDelaySeconds: 30`. When a higher-priority job needs the room,
+it turns Privileged and its victims WillEvict with a deadline, visible in the jobs' and PodGroups'
+conditions, `status.preemption` and Events. Nobody else takes the victims meanwhile; if the
+preemptor goes away or room frees up first, both revert; otherwise the victims are evicted whole at
+the deadline. The marks live in the API, so an operator restart in the middle changes nothing.
+"""
+
+from __future__ import annotations
+
+import datetime
+import signal
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from operators.devcluster.cluster import DevCluster
+
+from .stage import Stage, Team, staged, stays, vcjob
+
+pytestmark = pytest.mark.e2e
+
+GRACE = 30
+
+
+@pytest.fixture(scope="module")
+def stage(
+    cluster: DevCluster, k8s: client.ApiClient, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Stage]:
+    with staged(cluster, k8s, tmp_path_factory.mktemp("delayed-preemption")) as s:
+        s.create_queue("patient", preemptionDelaySeconds=GRACE)
+        yield s
+
+
+@pytest.fixture
+def research(stage: Stage) -> Iterator[Team]:
+    with stage.team("research") as team:
+        yield team
+
+
+def mark(team: Team, job: str) -> dict[str, Any]:
+    """The delayed-preemption mark the scheduler wrote on the job's PodGroup."""
+    found: dict[str, Any] = (team.podgroup(job).get("status") or {}).get("preemption") or {}
+    return found
+
+
+def seconds(stamp: str) -> float:
+    return datetime.datetime.fromisoformat(stamp).timestamp()
+
+
+def test_victims_checkpoint_until_the_deadline_then_go_whole_even_across_a_restart(
+    stage: Stage, research: Team
+) -> None:
+    """A low-priority job fills the pool; an urgent job arrives. The urgent job turns Privileged,
+    the low one WillEvict with a deadline 30 s away (conditions, status, Events). A third,
+    even more urgent job cannot take the victim meanwhile. The operators are killed and
+    restarted in the middle; the deadline stays, the victim keeps running until then, and at the
+    deadline it is evicted whole and the urgent job runs."""
+    stage.own_pool("delay-pool", 1)
+    research.submit(
+        "checkpointing",
+        vcjob(2, gpus=4, runs_for="600s"),
+        queue="patient",
+        pool="delay-pool",
+        priority=stage.low,
+    )
+    victims = {p.metadata.uid for p in research.wait_running("checkpointing", 2)}
+    research.submit(
+        "urgent",
+        vcjob(1, gpus=8, runs_for="5s"),
+        queue="patient",
+        pool="delay-pool",
+        priority=stage.high,
+    )
+    will_evict = stage.wait(
+        "checkpointing marked WillEvict",
+        lambda: (m := mark(research, "checkpointing")).get("role") == "WillEvict" and m,
+    )
+    deadline = seconds(will_evict["deadline"])
+    privileged = stage.wait(
+        "urgent marked Privileged",
+        lambda: (m := mark(research, "urgent")).get("role") == "Privileged" and m,
+    )
+    assert seconds(privileged["deadline"]) == deadline
+    assert research.condition("checkpointing", "WillEvict").get("status") == "True"
+    assert research.condition("urgent", "Privileged").get("status") == "True"
+    stage.wait(
+        "the jobs mirror both marks",
+        lambda: (
+            research.job_condition("checkpointing", "WillEvict").get("status") == "True"
+            and research.job_condition("urgent", "Privileged").get("status") == "True"
+        ),
+    )
+    assert research.events("checkpointing", "WillEvict")
+    assert research.events("urgent", "Privileged")
+    assert research.waiting_reason("urgent").startswith("WaitingForVictims")
+
+    # Even more urgent, but the victims are promised to `urgent`.
+    research.submit(
+        "third",
+        vcjob(1, gpus=8, runs_for="5s"),
+        queue="patient",
+        pool="delay-pool",
+        priority=stage.high,
+    )
+    stage.operators.kill(signal.SIGKILL)
+    assert seconds(mark(research, "checkpointing")["deadline"]) == deadline, "kept in the API"
+    stage.operators.start()
+    stage.wait_operators_up()
+
+    def before_deadline() -> bool:
+        if time.time() >= deadline - 1:
+            return True  # past the point to check
+        assert research.uids("checkpointing") == victims, "a victim went before its deadline"
+        assert not research.running("third"), "a third job took the promised room"
+        return False
+
+    stage.wait("the deadline", before_deadline, GRACE + 60)
+    research.wait_running("urgent", 1, timeout=60)
+    assert not research.running("checkpointing"), "the victim went whole"
+    assert not research.running("third")
+    (due,) = research.events("checkpointing", "DelayedPreemptionDue")
+    evicted_at = (due.last_timestamp or due.event_time or due.first_timestamp).timestamp()
+    assert evicted_at >= deadline - 1, "evicted at the deadline, not before (restart or not)"
+
+
+def test_cancelling_the_preemptor_or_room_freeing_up_reverts_both(
+    stage: Stage, research: Team
+) -> None:
+    """Two delayed preemptions that never happen: the preemptor is cancelled before the
+    deadline; and room frees up (a job finishes) before the deadline. Both marks are cleared and
+    nobody is evicted."""
+    stage.own_pool("calm-pool", 1)
+    research.submit(
+        "steady",
+        vcjob(1, gpus=8, runs_for="600s"),
+        queue="patient",
+        pool="calm-pool",
+        priority=stage.low,
+    )
+    steady = {p.metadata.uid for p in research.wait_running("steady", 1)}
+    research.submit(
+        "impatient",
+        vcjob(1, gpus=8, runs_for="5s"),
+        queue="patient",
+        pool="calm-pool",
+        priority=stage.high,
+    )
+    stage.wait(
+        "steady marked WillEvict", lambda: mark(research, "steady").get("role") == "WillEvict"
+    )
+    research.cancel("impatient")
+    stage.wait("steady's mark cleared", lambda: not mark(research, "steady"))
+    assert research.condition("steady", "WillEvict").get("status") == "False"
+
+    stage.own_pool("ebb-pool", 1)
+    research.submit(
+        "ending",
+        vcjob(1, gpus=8, runs_for="12s"),
+        queue="patient",
+        pool="ebb-pool",
+        priority=stage.low,
+    )
+    research.wait_running("ending", 1)
+    research.submit(
+        "waiter",
+        vcjob(1, gpus=8, runs_for="5s"),
+        queue="patient",
+        pool="ebb-pool",
+        priority=stage.high,
+    )
+    stage.wait(
+        "waiter marked Privileged", lambda: mark(research, "waiter").get("role") == "Privileged"
+    )
+    research.wait_running("waiter", 1, timeout=GRACE)  # `ending` finished first: room, no eviction
+    assert not research.events("ending", "DelayedPreemptionDue")
+    stage.wait("waiter's mark cleared", lambda: not mark(research, "waiter"))
+    stays(stage, "steady is never evicted", lambda: research.uids("steady") == steady, 2)
