@@ -155,11 +155,17 @@ class Stage:
 
     def wait_operators_up(self) -> None:
         # Importing kopf can take long on a busy 2-core machine: a hang detector, not a timer.
+        def this_run() -> str:
+            # Each start appends to the same log after a "$ <command>" line.
+            return self.operators.log(10_000).rpartition("\n$ ")[2]
+
         self.wait(
             "every operator to start",
-            lambda: all(
-                f"operator {n} started" in self.operators.log(10_000)
-                for n in ("pool", "queue", "podgroup", "jobs")
+            lambda: (
+                "caches synced" in (run := this_run())  # the scheduler's
+                and all(
+                    f"operator {n} started" in run for n in ("pool", "queue", "podgroup", "jobs")
+                )
             ),
             300,
         )

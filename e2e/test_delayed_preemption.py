@@ -120,7 +120,7 @@ def test_victims_checkpoint_until_the_deadline_then_go_whole_even_across_a_resta
         return False
 
     stage.wait("the deadline", before_deadline, GRACE + 60)
-    research.wait_running("urgent", 1, timeout=60)
+    research.wait_running("urgent", 1)
     assert not research.running("checkpointing"), "the victim went whole"
     assert not research.running("third")
     (due,) = research.events("checkpointing", "DelayedPreemptionDue")
