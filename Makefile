@@ -75,6 +75,7 @@ quality:  ## Placement quality vs published results (long: cached runs resume) -
 	$(BIN)/python -m operators.simulator.quality run
 	$(BIN)/python -m operators.simulator.quality lingjun
 	$(BIN)/python -m operators.simulator.quality lingjun --compress 10
+	$(BIN)/python -m operators.simulator.quality philly
 	$(BIN)/python -m operators.simulator.quality report
 
 .PHONY: bench-core

@@ -111,6 +111,7 @@ def run_lingjun(policies: list[str], path: Path, limit: int | None, compress: fl
         done[key] = {
             **asdict(stats),
             "sessions": run.sessions,
+            "unstarted": dict(list(run.unstarted.items())[:50]),
             "seconds": round(time.perf_counter() - started, 1),
         }
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -124,7 +125,10 @@ def run_philly(variants: list[str], path: Path, window: tuple[float, float], see
     jobs = replay.load_jobs(traces_dir() / "philly" / "philly_jobs.csv")
     split = quotas.split(jobs, quotas.DEFAULT_PLAN, seed, window)
     nodes = replay.clos_nodes(*quotas.DEFAULT_CLOS)
+    done = json.loads(path.read_text()) if path.is_file() else {}
     for variant in variants:
+        if variant in done:
+            continue  # cached: delete the results file to replay again
         started = time.perf_counter()
         stats, sim = quotas.run(nodes, split, quotas.DEFAULT_PLAN, PHILLY_VARIANTS[variant])
         summary = replay.summarise(list(sim.records.values()), nodes)

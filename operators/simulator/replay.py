@@ -211,6 +211,10 @@ class Replay:
     # With queues: after each session, per queue the GPUs its pods hold and its smallest
     # waiting job's GPUs (quota metrics: guarantee owed, borrowed share).
     queue_timeline: list[QueueSample] = field(default_factory=list)
+    # Jobs still waiting when no event is left (nothing will change any more): why, from the
+    # last session's explanation, and how many of their pods were bound.
+    unstarted: dict[str, str] = field(default_factory=dict)
+    _explanations: dict[str, str] = field(default_factory=dict)
 
     def run(self) -> list[JobRecord]:
         arrivals = sorted(self.jobs, key=lambda j: (j.arrival, j.uid))
@@ -221,7 +225,8 @@ class Replay:
             if ends:
                 upcoming.append(ends[0][0])
             if not upcoming:
-                break  # jobs left that can never run (larger than the cluster)
+                self._note_unstarted()
+                break  # jobs left that the last session did not start
             now = min(upcoming)
             while ends and ends[0][0] <= now:
                 end, uid = heapq.heappop(ends)
@@ -284,6 +289,7 @@ class Replay:
         )
         result = run_session(snap, self.config)
         self.sessions += 1
+        self._explanations = {uid: e.message for uid, e in result.explanations.items()}
         touched: set[str] = set()
         for d in result.decisions:
             if isinstance(d, Evict):
@@ -337,6 +343,14 @@ class Replay:
             if self.records[uid].start is None:
                 smallest[job.queue] = min(smallest.get(job.queue, job.gpus), job.gpus)
         return QueueSample(now, held, smallest)
+
+    def _note_unstarted(self) -> None:
+        for uid in self.groups:
+            if self.records[uid].start is None:
+                tasks = self.tasks[uid].values()
+                bound = sum(1 for t in tasks if t.status == TaskStatus.BOUND)
+                why = self._explanations.get(uid, "no explanation")
+                self.unstarted[uid] = f"{bound}/{len(tasks)} pods bound; {why}"
 
     def _evict(self, d: Evict, now: float) -> None:
         tasks = self.tasks[d.group]

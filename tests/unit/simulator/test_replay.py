@@ -95,3 +95,14 @@ def test_tor_first_waits_for_one_tor_where_soft_spreads() -> None:
     hard = replay.Replay(nodes, jobs, SessionConfig(), shape=replay.tor_first).run()
     assert hard[1].start == 1000.0
     assert set(hard[1].nodes) == {"t0-n0", "t0-n1"}
+
+
+def test_a_job_that_can_never_start_is_reported_with_the_reason() -> None:
+    # 16 GPUs; a 24-GPU job can never fit: when no event is left, the replay says why.
+    jobs = [TraceJob("j0", 0.0, 8, 10.0), TraceJob("j1", 1.0, 24, 10.0)]
+    sim = replay.Replay(_clos(1, 2), jobs, SessionConfig())
+    records = sim.run()
+    assert records[0].end == 10.0
+    assert records[1].start is None
+    assert list(sim.unstarted) == ["j1"]
+    assert sim.unstarted["j1"].startswith("0/3 pods bound; ")
