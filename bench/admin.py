@@ -29,13 +29,13 @@ from typing import Any
 
 from bench.bind import gather_bounded, schedulable_nodes
 from bench.live import peak_rss_mib
+from operators.api.scheduling import PodGroup, Pool, Queue
 from operators.devcluster.cluster import kubectl_binary
 from operators.runtime import kubeconfig
 from operators.runtime.binder import BindRequest, binding_body
 from operators.runtime.client import ApiError, KubeClient
 
 NAMESPACE = "bench-admin"
-API = "/apis/scheduling.sluice.dev/v1alpha1"
 SAMPLES = pathlib.Path(__file__).resolve().parents[1] / "manifests" / "samples"
 OPERATORS = ("pool", "queue", "podgroup")
 
@@ -151,7 +151,7 @@ async def started_up(log_path: pathlib.Path, within: float = 300) -> None:
 
 
 async def completed(client: KubeClient) -> int:
-    groups, _ = await client.list(f"{API}/namespaces/{NAMESPACE}/podgroups")
+    groups, _ = await client.list(PodGroup.api_path(NAMESPACE))
     return sum((g.get("status") or {}).get("phase") == "Completed" for g in groups)
 
 
@@ -175,8 +175,8 @@ async def bench(
             stderr=asyncio.subprocess.STDOUT,
         )
         watchers = [
-            asyncio.create_task(watch_kind(client, kind, f"{API}/{kind}", log))
-            for kind in ("pools", "queues", "podgroups")
+            asyncio.create_task(watch_kind(client, kind.plural, kind.api_path(), log))
+            for kind in (Pool, Queue, PodGroup)
         ]
         try:
             await started_up(logs / "operators.log")
@@ -185,7 +185,7 @@ async def bench(
             await gather_bounded(
                 32,
                 [
-                    client.post(f"{API}/namespaces/{NAMESPACE}/podgroups", group_body(i, size))
+                    client.post(PodGroup.api_path(NAMESPACE), group_body(i, size))
                     for i in range(groups)
                 ],
             )

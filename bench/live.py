@@ -51,12 +51,13 @@ from bench.bind import (
     pod_body,
 )
 from bench.clusters import bench_cluster, bench_parser
+from operators.api.scheduling import PodGroup
 from operators.runtime import kubeconfig
 from operators.runtime.client import JsonDict, KubeClient
 from operators.runtime.informer import Informer, WatchedKind
 
 PODS = f"/api/v1/namespaces/{NAMESPACE}/pods"
-GROUPS = f"/apis/scheduling.sluice.dev/v1alpha1/namespaces/{NAMESPACE}/podgroups"
+GROUPS = PodGroup.api_path(NAMESPACE)
 GROUP_ANNOTATION = "scheduling.sluice.dev/pod-group"
 
 

@@ -21,6 +21,7 @@ import pytest
 from kubernetes import client
 
 from operators.api import labels as L
+from operators.api.scheduling import PodGroup, Queue
 from operators.devcluster import waiting
 from operators.devcluster.processes import free_port
 
@@ -135,7 +136,7 @@ def samples(
     kubectl("apply", "-f", str(SAMPLES / "pools.yaml"), "-f", str(SAMPLES / "queues.yaml"))
     yield
     for name in SAMPLE_QUEUES:
-        delete(custom, "queues", name)
+        delete(custom, Queue.plural, name)
     for name in SAMPLE_POOLS:
         delete(custom, "pools", name)
     # Leave every node in default for the modules that follow.
@@ -321,7 +322,7 @@ def test_queue_tree_flags_an_invalid_child_and_closing_waits_for_running_work(
     operators: Operators,
 ) -> None:
     def valid(name: str) -> str | None:
-        return condition(status(custom, "queues", name), "Valid").get("status")
+        return condition(status(custom, Queue.plural, name), "Valid").get("status")
 
     names = ("root", "default", *SAMPLE_QUEUES)
     wait_for(
@@ -331,13 +332,13 @@ def test_queue_tree_flags_an_invalid_child_and_closing_waits_for_running_work(
     )
     # research-vision guarantees 16 GPUs and vision-detection takes 8: 12 more do not fit.
     custom.create_cluster_custom_object(
-        GROUP, VERSION, "queues", queue("vision-greedy", "research-vision", 12)
+        GROUP, VERSION, Queue.plural, queue("vision-greedy", "research-vision", 12)
     )
     try:
         wait_for(lambda: valid("vision-greedy") == "False", "greedy child flagged", operators)
-        why = condition(status(custom, "queues", "vision-greedy"), "Valid")
+        why = condition(status(custom, Queue.plural, "vision-greedy"), "Valid")
         assert why["reason"] == "GuaranteeOvercommitted"
-        table = kubectl("get", "queues", "vision-greedy").stdout.splitlines()
+        table = kubectl("get", Queue.plural, "vision-greedy").stdout.splitlines()
         assert "VALID" in table[0].split()
         assert "False" in table[1].split()
         assert all(valid(n) == "True" for n in SAMPLE_QUEUES)
@@ -353,7 +354,7 @@ def test_queue_tree_flags_an_invalid_child_and_closing_waits_for_running_work(
             GROUP,
             VERSION,
             namespace,
-            "podgroups",
+            PodGroup.plural,
             {
                 "apiVersion": f"{GROUP}/{VERSION}",
                 "kind": "PodGroup",
@@ -374,23 +375,25 @@ def test_queue_tree_flags_an_invalid_child_and_closing_waits_for_running_work(
 
         # Closing with work running: Closing, then Closed when the work has finished.
         custom.patch_cluster_custom_object(
-            GROUP, VERSION, "queues", "vision-detection", {"spec": {"state": "Closed"}}
+            GROUP, VERSION, Queue.plural, "vision-detection", {"spec": {"state": "Closed"}}
         )
         wait_for(
-            lambda: status(custom, "queues", "vision-detection").get("state") == "Closing",
+            lambda: status(custom, Queue.plural, "vision-detection").get("state") == "Closing",
             "Closing while det runs",
             operators,
         )
         wait_for(
-            lambda: status(custom, "queues", "vision-detection").get("state") == "Closed",
+            lambda: status(custom, Queue.plural, "vision-detection").get("state") == "Closed",
             "Closed once det completed",
             operators,
         )
-        group = custom.get_namespaced_custom_object(GROUP, VERSION, namespace, "podgroups", "det")
+        group = custom.get_namespaced_custom_object(
+            GROUP, VERSION, namespace, PodGroup.plural, "det"
+        )
         assert group["status"]["phase"] == "Completed"
         assert group["status"]["succeeded"] == 1
     finally:
-        delete(custom, "queues", "vision-greedy")
+        delete(custom, Queue.plural, "vision-greedy")
 
 
 def test_why_explains_a_pod_naming_a_missing_podgroup(

@@ -159,7 +159,7 @@ def test_queue_and_pool_status_quantities(kubectl: Callable[..., Any], cleanup: 
         "metadata": {"name": "e2e-status-queue"},
         "spec": {"guarantee": {"cpu": "1"}},
     }
-    cleanup.append("queues.scheduling.sluice.dev/e2e-status-queue")
+    cleanup.append(f"{Queue.crd_name()}/e2e-status-queue")
     kubectl("apply", "--server-side", "-f", "-", input=json.dumps(obj))
     status = QueueStatus(
         state=QueueState.OPEN,
@@ -169,14 +169,14 @@ def test_queue_and_pool_status_quantities(kubectl: Callable[..., Any], cleanup: 
         running=2,
     )
     stored = _status_round_trip(
-        kubectl, "queues.scheduling.sluice.dev/e2e-status-queue", [], status.to_dict()
+        kubectl, f"{Queue.crd_name()}/e2e-status-queue", [], status.to_dict()
     )
     queue = parse_object(stored)
     assert isinstance(queue, Queue)
     assert queue.status == status
     bad = kubectl(
         "patch",
-        "queues.scheduling.sluice.dev/e2e-status-queue",
+        f"{Queue.crd_name()}/e2e-status-queue",
         "--subresource=status",
         "--type=merge",
         "-p",

@@ -15,6 +15,7 @@ import pytest
 import yaml
 from kubernetes import client
 
+from operators.api.scheduling import PodGroup, Queue
 from operators.devcluster import processes
 from operators.devcluster.cluster import DevCluster
 from operators.devcluster.waiting import wait_for
@@ -41,15 +42,15 @@ MAY = [
     ("scheduler", "patch", "pods/status"),
     ("scheduler", "watch", "nodes"),
     ("scheduler", "list", "poddisruptionbudgets.policy"),
-    ("scheduler", "patch", "queues.scheduling.sluice.dev/status"),
+    ("scheduler", "patch", f"{Queue.crd_name()}/status"),
     ("scheduler", "create", "events"),
     ("jobs", "create", "pods"),
-    ("jobs", "create", "podgroups.scheduling.sluice.dev"),
+    ("jobs", "create", PodGroup.crd_name()),
     ("jobs", "patch", "vcjobs.batch.sluice.dev/status"),
     ("jobs", "create", "secrets"),
     ("pool", "patch", "nodes"),
-    ("queue", "patch", "queues.scheduling.sluice.dev/status"),
-    ("podgroup", "patch", "podgroups.scheduling.sluice.dev/status"),
+    ("queue", "patch", f"{Queue.crd_name()}/status"),
+    ("podgroup", "patch", f"{PodGroup.crd_name()}/status"),
     ("events", "patch", "vcjobs.batch.sluice.dev/status"),
     ("events", "patch", "eventsinks.events.sluice.dev/status"),
 ]
@@ -62,7 +63,7 @@ MAY_NOT = [
     ("jobs", "patch", "nodes"),
     ("pool", "delete", "nodes"),
     ("queue", "create", "pods"),
-    ("podgroup", "patch", "podgroups.scheduling.sluice.dev"),
+    ("podgroup", "patch", PodGroup.crd_name()),
     ("podgroup", "get", "secrets"),
     ("jobs", "create", "clusterroles.rbac.authorization.k8s.io"),
     ("events", "get", "secrets"),  # token Secrets only in sluice-system
@@ -148,7 +149,7 @@ def test_operators_schedule_under_their_own_accounts(
 
     def default_queue_with_status() -> dict[str, Any] | None:
         queue: dict[str, Any] = objects.get_cluster_custom_object(
-            "scheduling.sluice.dev", "v1alpha1", "queues", "default"
+            Queue.group, Queue.version, Queue.plural, "default"
         )
         return queue if queue.get("status") else None
 

@@ -21,6 +21,7 @@ import yaml
 from kubernetes import client, watch
 
 from operators.api import labels as L
+from operators.api.scheduling import PodGroup
 from operators.devcluster import waiting
 from operators.devcluster.cluster import DevCluster
 from operators.devcluster.operator_process import OperatorProcess
@@ -120,7 +121,7 @@ class Jobs:
             for kind, group, version, plural in (
                 ("VCJob", GROUP, VERSION, "vcjobs"),
                 ("HybridJob", GROUP, VERSION, "hybridjobs"),
-                ("PodGroup", "scheduling.sluice.dev", "v1alpha1", "podgroups"),
+                ("PodGroup", PodGroup.group, PodGroup.version, PodGroup.plural),
             )
             for obj in self.custom.list_namespaced_custom_object(group, version, self.ns, plural)[
                 "items"
@@ -355,7 +356,7 @@ def test_sigkill_during_twenty_jobs(jobs: Jobs) -> None:
         "podgroups garbage-collected",
         lambda: (
             not jobs.custom.list_namespaced_custom_object(
-                "scheduling.sluice.dev", "v1alpha1", jobs.ns, "podgroups"
+                PodGroup.group, PodGroup.version, jobs.ns, PodGroup.plural
             )["items"]
         ),
         90,

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from operators.api.scheduling import PodGroup
 from operators.runtime import records as R
 from operators.scheduler import snapshot as S
 
@@ -27,7 +28,7 @@ def test_elastic_podgroup_reaches_the_reader_whole(
     doc = yaml.safe_load(SAMPLE.read_text())
     doc["metadata"]["namespace"] = namespace
     kubectl("apply", "--server-side", "-f", "-", input=json.dumps(doc))
-    ref = "podgroups.scheduling.sluice.dev/elastic-train"
+    ref = f"{PodGroup.crd_name()}/elastic-train"
     stored = json.loads(kubectl("get", ref, "-n", namespace, "-o", "json").stdout)
 
     group = R.podgroup(stored).group

@@ -207,7 +207,7 @@ def create_group(
     annotations: dict[str, str] | None = None,
 ) -> None:
     custom.create_namespaced_custom_object(
-        "scheduling.sluice.dev", "v1alpha1", ns, "podgroups", podgroup(name, size)
+        PodGroup.group, PodGroup.version, ns, PodGroup.plural, podgroup(name, size)
     )
     for i in range(size):
         core.create_namespaced_pod(
@@ -343,7 +343,7 @@ def test_gang_binds_all_or_nothing(
 
     def unschedulable() -> bool:
         pg = custom.get_namespaced_custom_object(
-            "scheduling.sluice.dev", "v1alpha1", namespace, "podgroups", "gang"
+            PodGroup.group, PodGroup.version, namespace, PodGroup.plural, "gang"
         )
         conds = {c["type"]: c for c in (pg.get("status") or {}).get("conditions") or []}
         return bool(conds.get("Unschedulable", {}).get("status") == "True")
@@ -355,12 +355,12 @@ def test_gang_binds_all_or_nothing(
     core.delete_namespaced_pod("blocker-0", namespace, grace_period_seconds=0)
     wait_for(lambda: len(bound(core, namespace, "gang-")) == 4, 30, "whole gang bound", sched)
     pg = custom.get_namespaced_custom_object(
-        "scheduling.sluice.dev", "v1alpha1", namespace, "podgroups", "gang"
+        PodGroup.group, PodGroup.version, namespace, PodGroup.plural, "gang"
     )
     wait_for(
         lambda: (
             custom.get_namespaced_custom_object(
-                "scheduling.sluice.dev", "v1alpha1", namespace, "podgroups", "gang"
+                PodGroup.group, PodGroup.version, namespace, PodGroup.plural, "gang"
             )
             .get("status", {})
             .get("phase")
@@ -566,7 +566,7 @@ def test_delayed_preemption_marks_then_evicts_whole_job(
         low = podgroup("low", free_nodes)
         low["spec"].update(priorityClassName=f"{namespace}-low", preemptionDelaySeconds=4)
         custom.create_namespaced_custom_object(
-            "scheduling.sluice.dev", "v1alpha1", namespace, "podgroups", low
+            PodGroup.group, PodGroup.version, namespace, PodGroup.plural, low
         )
         for i in range(free_nodes):
             body = pod(f"low-{i}", NODE_GPUS, group="low")
@@ -577,7 +577,7 @@ def test_delayed_preemption_marks_then_evicts_whole_job(
         high = podgroup("high", 2)
         high["spec"]["priorityClassName"] = f"{namespace}-high"
         custom.create_namespaced_custom_object(
-            "scheduling.sluice.dev", "v1alpha1", namespace, "podgroups", high
+            PodGroup.group, PodGroup.version, namespace, PodGroup.plural, high
         )
         for i in range(2):
             body = pod(f"high-{i}", NODE_GPUS, group="high")
@@ -586,7 +586,7 @@ def test_delayed_preemption_marks_then_evicts_whole_job(
 
         def status(name: str) -> dict[str, Any]:
             obj = custom.get_namespaced_custom_object(
-                "scheduling.sluice.dev", "v1alpha1", namespace, "podgroups", name
+                PodGroup.group, PodGroup.version, namespace, PodGroup.plural, name
             )
             return dict(obj.get("status") or {})
 
@@ -654,9 +654,9 @@ def test_a_finished_gang_releases_its_queue_quota(
     finished group is not re-admitted (which would reserve the whole capability again)."""
     queue = f"{namespace}-q"
     custom.create_cluster_custom_object(
-        "scheduling.sluice.dev",
-        "v1alpha1",
-        "queues",
+        Queue.group,
+        Queue.version,
+        Queue.plural,
         {
             "apiVersion": "scheduling.sluice.dev/v1alpha1",
             "kind": "Queue",
@@ -669,7 +669,7 @@ def test_a_finished_gang_releases_its_queue_quota(
         body = podgroup(name, 2)
         body["spec"].update(queue=queue, minResources={GPU: str(NODE_GPUS)})
         custom.create_namespaced_custom_object(
-            "scheduling.sluice.dev", "v1alpha1", namespace, "podgroups", body
+            PodGroup.group, PodGroup.version, namespace, PodGroup.plural, body
         )
         for i in range(2):
             body = pod(f"{name}-{i}", NODE_GPUS // 2, group=name, annotations=annotations)
@@ -677,7 +677,7 @@ def test_a_finished_gang_releases_its_queue_quota(
 
     def phase(name: str) -> str:
         obj = custom.get_namespaced_custom_object(
-            "scheduling.sluice.dev", "v1alpha1", namespace, "podgroups", name
+            PodGroup.group, PodGroup.version, namespace, PodGroup.plural, name
         )
         return str((obj.get("status") or {}).get("phase"))
 
@@ -700,9 +700,7 @@ def test_a_finished_gang_releases_its_queue_quota(
         assert phase("first") not in ("Pending", "Inqueue"), "a finished gang was re-admitted"
     finally:
         with contextlib.suppress(client.ApiException):
-            custom.delete_cluster_custom_object(
-                "scheduling.sluice.dev", "v1alpha1", "queues", queue
-            )
+            custom.delete_cluster_custom_object(Queue.group, Queue.version, Queue.plural, queue)
 
 
 def test_volcano_pods_missing_group_and_queue_alias(
@@ -734,7 +732,7 @@ def test_volcano_pods_missing_group_and_queue_alias(
         sched,
     )
     custom.create_namespaced_custom_object(
-        "scheduling.sluice.dev", "v1alpha1", namespace, "podgroups", podgroup("ghost", 1)
+        PodGroup.group, PodGroup.version, namespace, PodGroup.plural, podgroup("ghost", 1)
     )
     wait_for(lambda: bound(core, namespace, "ghost-"), 30, "ghost-0 bound once its group exists")
 
@@ -787,12 +785,12 @@ def test_missing_pool_falls_back_loudly_and_a_cut_off_queue_admits_nothing(
     namespace: str,
     start_scheduler: Callable[..., Scheduler],
 ) -> None:
-    group_api = ("scheduling.sluice.dev", "v1alpha1", namespace, "podgroups")
+    group_api = (PodGroup.group, PodGroup.version, namespace, PodGroup.plural)
     orphan_queue = f"{namespace}-orphan"
     custom.create_cluster_custom_object(
-        "scheduling.sluice.dev",
-        "v1alpha1",
-        "queues",
+        Queue.group,
+        Queue.version,
+        Queue.plural,
         {
             "apiVersion": "scheduling.sluice.dev/v1alpha1",
             "kind": "Queue",
@@ -842,7 +840,7 @@ def test_missing_pool_falls_back_loudly_and_a_cut_off_queue_admits_nothing(
     finally:
         with contextlib.suppress(client.ApiException):
             custom.delete_cluster_custom_object(
-                "scheduling.sluice.dev", "v1alpha1", "queues", orphan_queue
+                Queue.group, Queue.version, Queue.plural, orphan_queue
             )
 
 
@@ -864,7 +862,7 @@ def test_a_finished_groups_pods_keep_their_gpus_until_gone(
 
     sched = start_scheduler()
     sched.wait_ready()
-    group_api = ("scheduling.sluice.dev", "v1alpha1", namespace, "podgroups")
+    group_api = (PodGroup.group, PodGroup.version, namespace, PodGroup.plural)
     custom.create_namespaced_custom_object(*group_api, podgroup("done", 1))
     core.create_namespaced_pod(namespace, on_target("done-0", group="done"))
     wait_for(lambda: bound(core, namespace, "done-"), 30, "done-0 bound", sched)

@@ -948,6 +948,8 @@ class VCJob(Resource):
 
     group: ClassVar = GROUP
     plural: ClassVar = "vcjobs"
+    # Volcano's Job has the short name `vcjob`.
+    singular: ClassVar = "sluicevcjob"
     scope: ClassVar = "Namespaced"
     short_names: ClassVar = ("vcj",)
     printer_columns: ClassVar = _JOB_COLUMNS

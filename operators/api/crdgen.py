@@ -72,7 +72,7 @@ def _root_schema(kind: type[Resource]) -> dict[str, Any]:
 
 def crd_for(kind: type[Resource]) -> dict[str, Any]:
     """The CustomResourceDefinition of one kind, as a plain dict."""
-    singular = kind.__name__.lower()
+    singular = kind.singular_name()
     names: dict[str, Any] = {
         "kind": kind.__name__,
         "listKind": f"{kind.__name__}List",

@@ -48,6 +48,10 @@ class Resource(SluiceModel):
     group: ClassVar[str]
     version: ClassVar[str] = "v1alpha1"
     plural: ClassVar[str]
+    # Empty: the kind in lower case. Kinds whose plain name another scheduler's CRD also uses
+    # (Volcano's and KAI's queues and podgroups) take a prefixed singular and plural, so both
+    # can be installed side by side and `kubectl get queue` stays unambiguous.
+    singular: ClassVar[str] = ""
     scope: ClassVar[Scope]
     short_names: ClassVar[tuple[str, ...]] = ()
     printer_columns: ClassVar[tuple[PrinterColumn, ...]] = ()
@@ -80,6 +84,19 @@ class Resource(SluiceModel):
     @classmethod
     def crd_name(cls) -> str:
         return f"{cls.plural}.{cls.group}"
+
+    @classmethod
+    def singular_name(cls) -> str:
+        return cls.singular or cls.__name__.lower()
+
+    @classmethod
+    def api_path(cls, namespace: str | None = None, name: str = "") -> str:
+        """The REST path of the collection (or of one object when `name` is given)."""
+        base = f"/apis/{cls.group}/{cls.version}"
+        if namespace is not None:
+            base += f"/namespaces/{namespace}"
+        base += f"/{cls.plural}"
+        return f"{base}/{name}" if name else base
 
     @property
     def name(self) -> str:

@@ -552,7 +552,8 @@ class Queue(Resource):
     """A node of the hierarchical quota tree (root `root`, built-in leaf `default`)."""
 
     group: ClassVar = GROUP
-    plural: ClassVar = "queues"
+    plural: ClassVar = "sluicequeues"
+    singular: ClassVar = "sluicequeue"
     scope: ClassVar = "Cluster"
     short_names: ClassVar = ("sq",)
     printer_columns: ClassVar = (
@@ -789,7 +790,8 @@ class PodGroup(Resource):
     """The unit of admission and gang placement; jobs create one, plain pods get an implicit one."""
 
     group: ClassVar = GROUP
-    plural: ClassVar = "podgroups"
+    plural: ClassVar = "sluicepodgroups"
+    singular: ClassVar = "sluicepodgroup"
     scope: ClassVar = "Namespaced"
     short_names: ClassVar = ("spg",)
     # Implicit groups are named after their pod, which may be longer than a label.
@@ -868,7 +870,8 @@ class Topology(Resource):
     """The cluster's network tiers, named so jobs can say `highestTier: tor`."""
 
     group: ClassVar = GROUP
-    plural: ClassVar = "topologies"
+    plural: ClassVar = "sluicetopologies"
+    singular: ClassVar = "sluicetopology"
     scope: ClassVar = "Cluster"
     short_names: ClassVar = ("topo",)
     # The API server's table printer shows only the first match of `[*]`, so list the ends.

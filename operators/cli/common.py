@@ -16,7 +16,6 @@ from operators.runtime import kubeconfig
 from operators.runtime.client import ApiError, KubeClient
 
 Run = Callable[[argparse.Namespace, KubeClient], Awaitable[int]]
-SCHEDULING = "/apis/scheduling.sluice.dev/v1alpha1"
 GPU = "nvidia.com/gpu"
 RESOURCE_ORDER = ("cpu", "memory", GPU, "ephemeral-storage", "pods")
 SHORT_NAMES = {"memory": "mem", GPU: "gpu", "ephemeral-storage": "storage"}

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
+from operators.api.scheduling import Pool
 from operators.cli import common
 from operators.runtime.client import KubeClient
 
@@ -32,7 +33,7 @@ def register(sub: Any, shared: argparse.ArgumentParser) -> None:
 
 
 async def run(args: argparse.Namespace, client: KubeClient) -> int:
-    pools, _ = await client.list(f"{common.SCHEDULING}/pools")
+    pools, _ = await client.list(Pool.api_path())
     data = summarise(pools)
     return common.emit(args, data, render(data))
 

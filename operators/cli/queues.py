@@ -6,6 +6,7 @@ import argparse
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from operators.api.scheduling import Queue
 from operators.cli import common
 from operators.runtime.client import KubeClient
 
@@ -29,7 +30,7 @@ def register(sub: Any, shared: argparse.ArgumentParser) -> None:
 
 
 async def run(args: argparse.Namespace, client: KubeClient) -> int:
-    queues, _ = await client.list(f"{common.SCHEDULING}/queues")
+    queues, _ = await client.list(Queue.api_path())
     data = summarise(queues)
     return common.emit(args, data, render(data))
 

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
+from operators.api.scheduling import Pool, Queue
 from operators.cli import common, queues
 from operators.runtime.client import KubeClient
 
@@ -35,7 +36,7 @@ def register(sub: Any, shared: argparse.ArgumentParser) -> None:
 
 async def run(args: argparse.Namespace, client: KubeClient) -> int:
     (pools, _), (qs, _) = await asyncio.gather(
-        client.list(f"{common.SCHEDULING}/pools"), client.list(f"{common.SCHEDULING}/queues")
+        client.list(Pool.api_path()), client.list(Queue.api_path())
     )
     data = summarise(pools, qs, args.resource)
     return common.emit(args, data, render(data))

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from operators.api import labels as L
+from operators.api.scheduling import PodGroup
 from operators.cli import common
 from operators.runtime.client import ApiError, KubeClient
 
@@ -21,6 +22,8 @@ KINDS = {
     "po": "pod",
     "podgroup": "podgroup",
     "podgroups": "podgroup",
+    PodGroup.singular_name(): "podgroup",
+    PodGroup.plural: "podgroup",
     "pg": "podgroup",
     "spg": "podgroup",
     "job": "job",
@@ -122,7 +125,7 @@ async def _events(client: KubeClient, namespace: str, name: str) -> list[dict[st
 async def gather(client: KubeClient, namespace: str, kind: str, name: str) -> dict[str, Any] | None:
     """The objects an explanation needs: {kind, namespace, name, pod?, podgroup?, pods, events}."""
     ns_api = f"/api/v1/namespaces/{namespace}"
-    groups = f"{common.SCHEDULING}/namespaces/{namespace}/podgroups"
+    groups = PodGroup.api_path(namespace)
     facts: dict[str, Any] = {"kind": kind, "namespace": namespace, "name": name}
     group_name: str | None = None
     if kind == "pod":

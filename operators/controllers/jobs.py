@@ -28,6 +28,7 @@ import pydantic
 
 from operators.api import labels as L
 from operators.api.batch import HybridJob, JobPhase, TransitionLevel, VCJob
+from operators.api.scheduling import PodGroup, Pool, Queue
 from operators.controllers import jobs_apply as AP
 from operators.controllers.jobs_plugins import Plugins
 from operators.controllers.kopf_runner import KopfOperator, OperatorContext
@@ -236,9 +237,9 @@ class JobsController:
         wanted: list[tuple[str, str, str]] = []
         queue, pool, pc = spec.get("queue"), spec.get("pool"), spec.get("priorityClassName")
         if queue and queue != L.DEFAULT_QUEUE:
-            wanted.append(("QueueNotFound", f"{AP.SCHED}/queues/{queue}", f"queue {queue}"))
+            wanted.append(("QueueNotFound", Queue.api_path(name=queue), f"queue {queue}"))
         if pool and pool != L.DEFAULT_POOL:
-            wanted.append(("PoolNotFound", f"{AP.SCHED}/pools/{pool}", f"pool {pool}"))
+            wanted.append(("PoolNotFound", Pool.api_path(name=pool), f"pool {pool}"))
         if pc:
             path = f"/apis/scheduling.k8s.io/v1/priorityclasses/{pc}"
             wanted.append(("PriorityClassNotFound", path, f"PriorityClass {pc}"))
@@ -389,9 +390,9 @@ def register(registry: kopf.OperatorRegistry, ctx: OperatorContext) -> None:
         controller.on_pod(type or "ADDED", body)
 
     @kopf.on.event(
-        "scheduling.sluice.dev",
-        "v1alpha1",
-        "podgroups",
+        PodGroup.group,
+        PodGroup.version,
+        PodGroup.plural,
         labels={L.MANAGED_BY: P.MANAGER},
         registry=registry,
     )

@@ -17,6 +17,7 @@ from typing import Any, Final
 import aiohttp
 
 from operators.api import labels as L
+from operators.api.scheduling import PodGroup
 from operators.controllers.scheduler_status import format_resources
 from operators.jobs import pods as P
 from operators.jobs.observed import PodObs
@@ -27,7 +28,6 @@ from operators.runtime.client import ApiError, KubeClient
 log = logging.getLogger(__name__)
 
 BATCH: Final = "/apis/batch.sluice.dev/v1alpha1"
-SCHED: Final = "/apis/scheduling.sluice.dev/v1alpha1"
 PLURALS: Final = {"HybridJob": "hybridjobs", "VCJob": "vcjobs"}
 NETWORK_ERRORS: Final = (ApiError, TimeoutError, aiohttp.ClientError, OSError)
 
@@ -87,7 +87,7 @@ class Applier:
         """Create the group, or patch its spec when the job was scaled. Returns an error text
         (bad input, shown on the job) or ""."""
         meta = body["metadata"]
-        path = f"{SCHED}/namespaces/{meta['namespace']}/podgroups"
+        path = PodGroup.api_path(meta["namespace"])
         try:
             if known is None:
                 try:
@@ -106,7 +106,7 @@ class Applier:
 
     async def delete_podgroup(self, namespace: str, name: str) -> None:
         try:
-            await self.client.delete(f"{SCHED}/namespaces/{namespace}/podgroups/{name}")
+            await self.client.delete(PodGroup.api_path(namespace, name))
         except ApiError as err:
             if not err.not_found:
                 raise

@@ -17,14 +17,14 @@ from typing import Any
 import kopf
 
 from operators.api import labels as L
+from operators.api.scheduling import PodGroup
 from operators.controllers import kopf_runner, podgroup_phase
 from operators.controllers.coalesce import Coalescer, run_in_background
 from operators.controllers.writes import bounded, failures
 
 log = logging.getLogger(__name__)
 
-PODGROUP_RESOURCE = ("scheduling.sluice.dev", "v1alpha1", "podgroups")
-API = "/apis/scheduling.sluice.dev/v1alpha1"
+PODGROUP_RESOURCE = (PodGroup.group, PodGroup.version, PodGroup.plural)
 
 GroupKey = tuple[str, str]
 
@@ -65,7 +65,7 @@ class PodGroupOperator:
             counts = podgroup_phase.count(self.pods.get(key, ()))
             patch = podgroup_phase.status_patch(view.status, view.min_member, counts)
             if patch is not None:
-                path = f"{API}/namespaces/{key[0]}/podgroups/{key[1]}/status"
+                path = f"{PodGroup.api_path(key[0], key[1])}/status"
                 writes.append(self.client.merge_patch(path, {"status": patch}))
         results = await bounded(writes)
         self.writes += len(results)

@@ -16,7 +16,7 @@ from typing import Any
 import kopf
 
 from operators.api import labels as L
-from operators.api.scheduling import API_VERSION
+from operators.api.scheduling import API_VERSION, Pool
 from operators.controllers import kopf_runner
 from operators.controllers.coalesce import Coalescer, run_in_background
 from operators.controllers.pool_membership import (
@@ -138,7 +138,7 @@ def register(registry: kopf.OperatorRegistry, ctx: kopf_runner.OperatorContext) 
     kopf.on.event(*POOL_RESOURCE, registry=registry)(changed)
 
 
-POOL_RESOURCE = ("scheduling.sluice.dev", "v1alpha1", "pools")
+POOL_RESOURCE = (Pool.group, Pool.version, Pool.plural)
 
 OPERATOR = kopf_runner.KopfOperator(
     "pool",

@@ -16,7 +16,7 @@ from typing import Any
 import kopf
 
 from operators.api import labels as L
-from operators.api.scheduling import API_VERSION, QueueConditionType
+from operators.api.scheduling import API_VERSION, Queue, QueueConditionType
 from operators.controllers import kopf_runner
 from operators.controllers.coalesce import Coalescer, run_in_background
 from operators.controllers.queue_tree import (
@@ -33,8 +33,8 @@ from operators.scheduler import snapshot as S
 
 log = logging.getLogger(__name__)
 
-QUEUES = "/apis/scheduling.sluice.dev/v1alpha1/queues"
-QUEUE_RESOURCE = ("scheduling.sluice.dev", "v1alpha1", "queues")
+QUEUES = Queue.api_path()
+QUEUE_RESOURCE = (Queue.group, Queue.version, Queue.plural)
 
 
 def built_in_queue(name: str) -> dict[str, Any]:

@@ -16,6 +16,7 @@ import time
 from collections.abc import Awaitable, Sequence
 from typing import Any
 
+from operators.api.scheduling import PodGroup, Pool, Queue, Topology
 from operators.controllers.scheduler_apply import DecisionApplier
 from operators.controllers.scheduler_status import StatusWriter, count_members
 from operators.runtime import kubeconfig, signals
@@ -36,7 +37,6 @@ from operators.scheduler import snapshot as S
 
 log = logging.getLogger(__name__)
 
-SCHED = "/apis/scheduling.sluice.dev/v1alpha1"
 # Terminal pods hold no resources; the API server filters them out (and sends DELETED when a pod
 # finishes), which keeps the cache small on clusters with many completed jobs.
 LIVE_PODS = {"fieldSelector": "status.phase!=Succeeded,status.phase!=Failed"}
@@ -82,15 +82,15 @@ class SchedulerOperator:
                 R.priority_class,
                 c.on_priority_class,
             ),
-            make(WatchedKind("queues", f"{SCHED}/queues", optional=True), R.queue, c.on_queue),
-            make(WatchedKind("pools", f"{SCHED}/pools", optional=True), R.pool, c.on_pool),
+            make(WatchedKind(Queue.plural, Queue.api_path(), optional=True), R.queue, c.on_queue),
+            make(WatchedKind(Pool.plural, Pool.api_path(), optional=True), R.pool, c.on_pool),
             make(
-                WatchedKind("topologies", f"{SCHED}/topologies", optional=True),
+                WatchedKind(Topology.plural, Topology.api_path(), optional=True),
                 R.topology,
                 c.on_topology,
             ),
             make(
-                WatchedKind("podgroups", f"{SCHED}/podgroups", optional=True),
+                WatchedKind(PodGroup.plural, PodGroup.api_path(), optional=True),
                 R.podgroup,
                 c.on_podgroup,
             ),

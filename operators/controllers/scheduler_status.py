@@ -25,6 +25,7 @@ import aiohttp
 
 from operators.api import labels as L
 from operators.api.quantity import format_quantity
+from operators.api.scheduling import PodGroup, Pool, Queue
 from operators.runtime import records as R
 from operators.runtime.cache import FINISHED_PHASES, SchedulerCache
 from operators.runtime.client import ApiError, KubeClient
@@ -35,7 +36,6 @@ from operators.scheduler.session import PoolStatus, QueueStatus, SessionResult
 
 log = logging.getLogger(__name__)
 
-API = "/apis/scheduling.sluice.dev/v1alpha1"
 OWNED_CONDITIONS = (
     "Scheduled",
     "Unschedulable",
@@ -406,7 +406,7 @@ class StatusWriter:
                 "inqueue": qs.inqueue,
                 "running": qs.running,
             }
-            self._write_cluster_status("queue", name, body, self._last_queue)
+            self._write_cluster_status(Queue, name, body, self._last_queue)
         _forget_missing(self._last_queue, self.cache.queues)
 
     def write_pools(self, pools: Mapping[str, PoolStatus]) -> None:
@@ -420,7 +420,7 @@ class StatusWriter:
                 "shared": format_resources(ps.shared),
                 "pending": format_resources(ps.pending),
             }
-            self._write_cluster_status("pool", name, body, self._last_pool)
+            self._write_cluster_status(Pool, name, body, self._last_pool)
         _forget_missing(self._last_pool, self.cache.pools)
 
     def write_pod_reasons(
@@ -474,16 +474,20 @@ class StatusWriter:
         return written
 
     def _write_cluster_status(
-        self, kind: str, name: str, body: dict[str, Any], last: dict[str, dict[str, Any]]
+        self,
+        kind: type[Queue | Pool],
+        name: str,
+        body: dict[str, Any],
+        last: dict[str, dict[str, Any]],
     ) -> None:
         """Write a Queue's or Pool's status unless unchanged or already in flight."""
-        key = f"{kind}/{name}"
+        key = f"{kind.singular_name()}/{name}"
         if last.get(name) == body or key in self._in_flight:
             return
         # Remembered only once written: a failed write is retried on the next cycle.
         self._spawn(
             key,
-            f"{API}/{kind}s/{name}/status",
+            f"{kind.api_path(name=name)}/status",
             {"status": body},
             functools.partial(last.__setitem__, name, body),
         )
@@ -494,7 +498,7 @@ class StatusWriter:
 
 
 def _group_status_path(key: tuple[str, str]) -> str:
-    return f"{API}/namespaces/{key[0]}/podgroups/{key[1]}/status"
+    return f"{PodGroup.api_path(key[0], key[1])}/status"
 
 
 def _forget_missing(last: dict[str, Any], live: Mapping[str, Any]) -> None:

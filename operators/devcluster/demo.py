@@ -64,7 +64,7 @@ def run_demo(cluster: DevCluster) -> None:
         f"  export KUBECONFIG={cluster.kubeconfig}\n"
         "  kubectl get nodes -L node.sluice.dev/pool,topology.sluice.dev/tor\n"
         "  kubectl get sluice                    # every Sluice object\n"
-        "  kubectl describe podgroups -A         # why is a group pending?\n"
+        "  kubectl describe spg -A               # why is a group pending?\n"
         "  kubectl get pods -o wide -L scheduling.sluice.dev/pod-group\n"
         "  kubectl get pods -o custom-columns=NAME:.metadata.name,NODE:.spec.nodeName,"
         "GPUS:.metadata.annotations.scheduling\\.sluice\\.dev/gpu-ids\n"

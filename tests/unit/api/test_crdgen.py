@@ -66,9 +66,9 @@ def test_one_file_per_kind_and_names() -> None:
     assert sorted(CRDS) == sorted(
         [
             "scheduling.sluice.dev_pools.yaml",
-            "scheduling.sluice.dev_queues.yaml",
-            "scheduling.sluice.dev_podgroups.yaml",
-            "scheduling.sluice.dev_topologies.yaml",
+            "scheduling.sluice.dev_sluicequeues.yaml",
+            "scheduling.sluice.dev_sluicepodgroups.yaml",
+            "scheduling.sluice.dev_sluicetopologies.yaml",
             "batch.sluice.dev_vcjobs.yaml",
             "batch.sluice.dev_hybridjobs.yaml",
             "events.sluice.dev_eventsinks.yaml",

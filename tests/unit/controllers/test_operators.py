@@ -7,6 +7,7 @@ import asyncio
 from typing import Any
 
 from operators.api import labels as L
+from operators.api.scheduling import PodGroup
 from operators.controllers.coalesce import Coalescer
 from operators.controllers.podgroup import GroupView, PodGroupOperator, group_key
 from operators.controllers.pool import PoolOperator
@@ -121,7 +122,7 @@ async def test_podgroup_pass_writes_completed_and_leaves_groupless_pods_alone() 
     op.dirty = {("ns", "done"), ("ns", "nope")}
     assert await op.reconcile() is None
     ((path, body),) = api.patches
-    assert path.endswith("/namespaces/ns/podgroups/done/status")
+    assert path == f"{PodGroup.api_path('ns', 'done')}/status"
     assert body == {"status": {"phase": "Completed", "succeeded": 2}}
     assert op.dirty == set()
 

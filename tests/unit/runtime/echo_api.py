@@ -12,6 +12,8 @@ import copy
 import itertools
 from typing import Any
 
+from operators.api.scheduling import PodGroup
+
 from .test_cache import Harness
 
 _rv = itertools.count(10_000)
@@ -38,8 +40,8 @@ class EchoApi:
     def _target(self, path: str) -> tuple[str, dict[str, Any]]:
         parts = path.strip("/").split("/")
         ns = parts[parts.index("namespaces") + 1]
-        if "podgroups" in parts:
-            return "podgroup", self.raw[("podgroup", ns, parts[parts.index("podgroups") + 1])]
+        if PodGroup.plural in parts:
+            return "podgroup", self.raw[("podgroup", ns, parts[parts.index(PodGroup.plural) + 1])]
         return "pod", self.raw[("pod", ns, parts[parts.index("pods") + 1])]
 
     async def post(self, path: str, body: Any, params: Any = None) -> dict[str, Any]:

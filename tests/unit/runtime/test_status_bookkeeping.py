@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from operators.controllers.scheduler_status import API, StatusWriter
+from operators.api.scheduling import Pool, Queue
+from operators.controllers.scheduler_status import StatusWriter
 from operators.runtime import records as R
 from operators.runtime.client import ApiError
 from operators.runtime.metrics import SchedulerMetrics
@@ -51,7 +52,9 @@ async def test_failed_queue_and_pool_writes_are_retried_with_the_same_value() ->
         writer.write_pools(pools)
         await writer.drain()
     # Failed once each, written once each, then nothing while the value stays the same.
-    assert sorted(api.patches) == sorted([f"{API}/queues/q/status", f"{API}/pools/p/status"] * 2)
+    assert sorted(api.patches) == sorted(
+        [f"{Queue.api_path(name='q')}/status", f"{Pool.api_path(name='p')}/status"] * 2
+    )
     h.cache.on_queue("DELETED", ("", "q"), None, h.cache.queues["q"])
     h.cache.on_pool("DELETED", ("", "p"), None, h.cache.pools["p"])
     writer.write_queues(queues)
