@@ -465,12 +465,12 @@ class VCJobPlugins(SluiceModel):
     tensorflow: PluginArgs | None = None
 
     refused_fields: ClassVar = {
-        name: f"spec.plugins.{name} is not supported: use the svc plugin (task host lists)"
-        f"{extra} and set {what} in the task templates"
-        for name, extra, what in (
-            ("pytorch", "", "MASTER_ADDR, MASTER_PORT, WORLD_SIZE and RANK"),
-            ("mpi", " and the ssh plugin", "the mpirun hostfile"),
-            ("tensorflow", "", "TF_CONFIG"),
+        name: f"spec.plugins.{name} is not a Sluice plugin: remove it and annotate the job "
+        f"{labels.FRAMEWORK}: {name} instead; that preset {what} (docs/jobs.md, Plugins)"
+        for name, what in (
+            ("pytorch", "sets MASTER_ADDR, MASTER_PORT, WORLD_SIZE and RANK and turns svc on"),
+            ("mpi", "turns svc and ssh on and mounts the hostfile at /etc/mpi/hostfile"),
+            ("tensorflow", "sets TF_CONFIG and turns svc on"),
         )
     }
 

@@ -32,6 +32,10 @@ GPU_IDS: Final = f"{SCHEDULING_GROUP}/gpu-ids"
 """Pod annotation written by the scheduler before binding: comma-separated GPU indexes."""
 OVERCOMMIT: Final = f"{SCHEDULING_GROUP}/overcommit"
 """Job/PodGroup annotation `"true"`: may be admitted beyond the queue's capability (evicted first)."""
+USER: Final = f"{SCHEDULING_GROUP}/user"
+"""Job annotation: the requesting user, copied to the PodGroup's `spec.user` and matched against
+the queue's `tenants[].user`. Kubernetes records no creator, so the platform submitting jobs sets
+it; who may set it is who may create jobs (RBAC)."""
 GPU_MILLI: Final = f"{SCHEDULING_GROUP}/gpu-milli"
 """Pod annotation: a fractional GPU request in thousandths (binpacked onto one GPU)."""
 GPU_TOPOLOGY: Final = f"{SCHEDULING_GROUP}/gpu-topology"
@@ -50,6 +54,8 @@ REPLICA_INDEX: Final = f"{BATCH_GROUP}/replica-index"
 """Pod label: the pod's index inside its task, 0-based."""
 JOB_VERSION: Final = f"{BATCH_GROUP}/job-version"
 """Pod annotation: `status.version` of the job when the pod was created (stale events ignored)."""
+FRAMEWORK: Final = f"{BATCH_GROUP}/framework"
+"""Job annotation: the framework preset (`tensorflow`, `pytorch`, `mpi`) wiring the job's pods."""
 
 # --- generic --------------------------------------------------------------------------------
 MANAGED_BY: Final = "sluice.dev/managed-by"

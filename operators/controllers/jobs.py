@@ -294,9 +294,7 @@ class JobsController:
         self, state: JobState, shape: JobShape, gkey: tuple[str, str], memory: Memory
     ) -> None:
         body = state.body
-        group = AP.podgroup_body(
-            shape, body.get("spec") or {}, body["metadata"].get("labels") or {}
-        )
+        group = AP.podgroup_body(shape, body.get("spec") or {}, body["metadata"])
         seen = self.groups.get(gkey)
         if (
             seen is not None

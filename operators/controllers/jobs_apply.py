@@ -47,10 +47,14 @@ def min_resources(job: JobShape) -> dict[str, str]:
 
 
 def podgroup_body(
-    job: JobShape, spec: Mapping[str, Any], body_labels: Mapping[str, str]
+    job: JobShape, spec: Mapping[str, Any], meta: Mapping[str, Any]
 ) -> dict[str, Any]:
-    """The job's PodGroup: gang minimum and elastic types from the shape, the rest from the spec."""
+    """The job's PodGroup: gang minimum and elastic types from the shape, the rest from the spec
+    and the job's metadata (overcommit label or annotation, user annotation)."""
+    annotations = meta.get("annotations") or {}
+    overcommit = annotations.get(L.OVERCOMMIT) or (meta.get("labels") or {}).get(L.OVERCOMMIT)
     extra = {
+        "user": annotations.get(L.USER) or None,
         "queue": spec.get("queue"),
         "pool": spec.get("pool"),
         "priorityClassName": spec.get("priorityClassName"),
@@ -59,9 +63,8 @@ def podgroup_body(
         "preemptionDelaySeconds": spec.get("preemptionDelaySeconds"),
         "minResources": min_resources(job) or None,
     }
-    overcommit = body_labels.get(L.OVERCOMMIT)
     return {
-        "apiVersion": "scheduling.sluice.dev/v1alpha1",
+        "apiVersion": PodGroup.api_version_str(),
         "kind": "PodGroup",
         "metadata": {
             "name": P.group_name(job),

@@ -243,6 +243,7 @@ class StatusWriter:
         # Delayed-preemption marks of implicit groups have no object to live in: memory only.
         self.implicit_marks: dict[str, S.PreemptionMark] = {}
         self._last_pod_reason: dict[str, str] = {}  # pod uid -> PodScheduled message written
+        self._pool_warned: set[str] = set()  # plain pods told (Event) that their pool is missing
 
     def _spawn(
         self,
@@ -434,11 +435,20 @@ class StatusWriter:
         FailedScheduling Event."""
         waiting: list[tuple[R.PodRecord, str]] = []
         for group_uid, why in result.explanations.items():
-            if not group_uid.startswith("pod:") or why.code is D.ReasonCode.SCHEDULED:
+            if not group_uid.startswith("pod:"):
                 continue
             rec = self.cache.pods.get(group_uid[4:])
-            if rec is not None:
-                waiting.append((rec, why.message))
+            if rec is None:
+                continue
+            # Like a PodGroup's PoolFallback: a plain pod naming a missing pool is placed in
+            # the default pool, with one Warning Event and the fact in its waiting message.
+            missing_pool = "" if self._pool_exists(rec.pool or S.DEFAULT_POOL) else rec.pool
+            if missing_pool and rec.uid not in self._pool_warned and self._warn is not None:
+                self._pool_warned.add(rec.uid)
+                self._warn(group_uid, POOL_NOT_FOUND, pool_fallback_message(missing_pool))
+            if why.code is not D.ReasonCode.SCHEDULED:
+                prefix = f"{pool_fallback_message(missing_pool)}; " if missing_pool else ""
+                waiting.append((rec, prefix + why.message))
         waiting.extend((rec, missing_group_message(rec)) for rec in self.cache.orphans())
         written: list[tuple[R.PodRecord, str]] = []
         for rec, text in waiting:
@@ -471,6 +481,7 @@ class StatusWriter:
         for uid in [u for u in self._last_pod_reason if u not in self.cache.pods]:
             del self._last_pod_reason[uid]
             self._last_message_write.pop(f"pod/{uid}", None)
+        self._pool_warned.intersection_update(self.cache.pods)
         return written
 
     def _write_cluster_status(

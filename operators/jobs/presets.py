@@ -30,7 +30,7 @@ from operators.api import labels as L
 from operators.jobs.pods import pod_name
 from operators.jobs.shape import JobShape, TaskShape
 
-FRAMEWORK: Final = f"{L.BATCH_GROUP}/framework"
+FRAMEWORK: Final = L.FRAMEWORK
 TF_PORT: Final = 2222
 TORCH_PORT: Final = 23456
 SVC_MOUNT: Final = "/etc/sluice"

@@ -6,8 +6,10 @@ from typing import Any
 
 from operators.api import labels as L
 from operators.api.batch import HybridJob
+from operators.api.scheduling import PodGroup
 from operators.controllers.jobs_apply import min_resources, podgroup_body
 from operators.jobs.shape import JobShape, from_hybridjob
+from operators.runtime import records as R
 
 
 def shape() -> JobShape:
@@ -44,13 +46,27 @@ def test_min_resources_are_the_gang_minimum_requests() -> None:
 
 def test_podgroup_copies_job_fields_and_is_owned() -> None:
     job = shape()
-    group = podgroup_body(job, {"queue": "q", "preemptionDelaySeconds": 60}, {L.OVERCOMMIT: "true"})
+    meta = {"labels": {L.OVERCOMMIT: "true"}, "annotations": {L.USER: "alice@example.com"}}
+    group = podgroup_body(job, {"queue": "q", "preemptionDelaySeconds": 60}, meta)
     assert group["metadata"]["name"] == "tf"
     assert group["metadata"]["ownerReferences"][0]["kind"] == "HybridJob"
     assert group["metadata"]["annotations"] == {L.OVERCOMMIT: "true"}
     spec = group["spec"]
     assert spec["queue"] == "q"
+    assert spec["user"] == "alice@example.com"
     assert spec["preemptionDelaySeconds"] == 60
     assert spec["minMember"] == 3
     assert spec["minResources"]["nvidia.com/gpu"] == "2"
     assert [r["name"] for r in spec["replicaSpecs"]] == ["ps", "worker"]
+
+
+def test_the_user_annotation_reaches_the_scheduler_through_the_api_model() -> None:
+    """The job's user annotation -> PodGroup spec.user (valid for the API) -> the tenant the
+    scheduler's reader sees; without the annotation the group has no user."""
+    meta = {"annotations": {L.USER: "alice"}}
+    group = podgroup_body(shape(), {"queue": "q"}, meta)
+    parsed = PodGroup.model_validate(group).to_dict()
+    assert R.podgroup({**parsed, "metadata": group["metadata"]}).group.user == "alice"
+    plain = podgroup_body(shape(), {"queue": "q"}, {})
+    assert "user" not in plain["spec"]
+    assert R.podgroup(plain).group.user == ""

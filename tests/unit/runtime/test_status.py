@@ -256,3 +256,36 @@ async def test_a_pod_naming_a_missing_podgroup_is_told_why_it_waits() -> None:
 
     h.group(podgroup("train"))  # the group arrives: the pod is ours to schedule, not an orphan
     assert h.cache.orphans() == []
+
+
+async def test_a_plain_pod_naming_a_missing_pool_gets_an_event_and_the_reason() -> None:
+    h = Harness()
+    h.pod(pod("typo-0", gpu=9, annotations={"scheduling.sluice.dev/pool": "gpu-poool"}))
+    h.pod(pod("typo-1", annotations={"scheduling.sluice.dev/pool": "gpu-poool"}))
+    h.pod(pod("fine-0", gpu=9))  # control: no pool named, no pool warning
+    api = PatchRecorder()
+    fake: Any = api
+    warnings: list[tuple[str, str, str]] = []
+    writer = StatusWriter(
+        fake, h.cache, SchedulerMetrics(), concurrency=2, warn=lambda *w: warnings.append(w)
+    )
+    why = "needs 9 GPUs on one node; the largest node has 8"
+    result = SessionResult(
+        decisions=(),
+        explanations={
+            "pod:uid-typo-0": D.Explanation("pod:uid-typo-0", D.ReasonCode.UNSCHEDULABLE, why),
+            "pod:uid-typo-1": D.Explanation("pod:uid-typo-1", D.ReasonCode.SCHEDULED, ""),
+            "pod:uid-fine-0": D.Explanation("pod:uid-fine-0", D.ReasonCode.UNSCHEDULABLE, why),
+        },
+    )
+    written = {p.name: m for p, m in writer.write_pod_reasons(result, 0.0, "t")}
+    await writer.drain()
+    fallback = "pool 'gpu-poool' does not exist; the group is placed in the 'default' pool"
+    assert written == {"typo-0": f"{fallback}; {why}", "fine-0": why}
+    # One Warning per pod naming the missing pool, placed or waiting; none for the control.
+    assert sorted(warnings) == [
+        ("pod:uid-typo-0", "PoolNotFound", fallback),
+        ("pod:uid-typo-1", "PoolNotFound", fallback),
+    ]
+    writer.write_pod_reasons(result, 100.0, "t")
+    assert len(warnings) == 2
