@@ -46,6 +46,8 @@ MAY = [
     ("scheduler", "create", "events"),
     ("jobs", "create", "pods"),
     ("jobs", "create", PodGroup.crd_name()),
+    ("jobs", "patch", f"{PodGroup.crd_name()}/status"),
+    ("jobs", "create", "events"),
     ("jobs", "patch", "vcjobs.batch.sluice.dev/status"),
     ("jobs", "create", "secrets"),
     ("pool", "patch", "nodes"),

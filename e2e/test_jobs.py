@@ -7,6 +7,7 @@ Pods finish through kwok's delay annotations (docs/devcluster.md).
 from __future__ import annotations
 
 import copy
+import json
 import random
 import threading
 import time
@@ -21,7 +22,8 @@ import yaml
 from kubernetes import client, watch
 
 from operators.api import labels as L
-from operators.api.scheduling import PodGroup
+from operators.api.scheduling import PodGroup, Queue
+from operators.api.volcano import from_volcano
 from operators.devcluster import waiting
 from operators.devcluster.cluster import DevCluster
 from operators.devcluster.operator_process import OperatorProcess
@@ -468,3 +470,65 @@ def sample(path: str, ns: str) -> dict[str, Any]:
         annotations = template.setdefault("metadata", {}).setdefault("annotations", {})
         annotations["sluice.dev/complete-after"] = "5s"
     return body
+
+
+VOLCANO_MANIFESTS = REPO / "tests" / "unit" / "api" / "volcano_manifests.yaml"
+
+
+def finishing(template: dict[str, Any], after: str = "5s") -> None:
+    """kwok's pod lifetime: the pod succeeds `after` it started."""
+    annotations = template.setdefault("metadata", {}).setdefault("annotations", {})
+    annotations["sluice.dev/complete-after"] = after
+
+
+def test_volcano_documented_manifests_run(jobs: Jobs, kubectl: Any, k8s: client.ApiClient) -> None:
+    """Every manifest from Volcano's docs that Sluice accepts (tests/unit/api/
+    volcano_manifests.yaml), moved by `from_volcano` only, runs: each Job to Completed, the
+    PodGroup's Volcano-annotated pod and a pod of the Queue (Volcano's queue annotation) to
+    Succeeded. The docs' jobs assume the PriorityClass `high-priority`, created here."""
+    cases = [c for c in yaml.safe_load(VOLCANO_MANIFESTS.read_text()) if c["refused"] is None]
+    ensure_priority_class(k8s, "high-priority", 1000)
+    moved = {c["id"]: from_volcano(c["manifest"]) for c in cases}
+    queues = [m for m in moved.values() if m["kind"] == "Queue"]
+    for queue in queues:
+        kubectl("apply", "--server-side", "-f", "-", input=json.dumps(queue))
+    try:
+        job_names = []
+        for obj in moved.values():
+            if obj["kind"] != "VCJob":
+                continue
+            obj["metadata"]["namespace"] = jobs.ns
+            for task in obj["spec"]["tasks"]:
+                finishing(task["template"])
+            kubectl("apply", "--server-side", "-f", "-", input=json.dumps(obj))
+            job_names.append(obj["metadata"]["name"])
+        group = moved["podgroup"]
+        group["metadata"]["namespace"] = jobs.ns
+        kubectl("apply", "--server-side", "-f", "-", input=json.dumps(group))
+        volcano_pods = {
+            "vc-group-member": {L.VOLCANO_GROUP_NAME: group["metadata"]["name"]},
+            "vc-queue-member": {L.VOLCANO_POD_QUEUE_NAME: queues[0]["metadata"]["name"]},
+        }
+        for name, annotations in volcano_pods.items():
+            pod = tmpl(complete="3s")
+            pod["metadata"] = {"name": name, "annotations": {**pod["metadata"]["annotations"]}}
+            pod["metadata"]["annotations"].update(annotations)
+            jobs.core.create_namespaced_pod(jobs.ns, {"apiVersion": "v1", "kind": "Pod", **pod})
+        for name in job_names:
+            final = jobs.wait_phase("VCJob", name, {"Completed", "Failed"}, timeout=150)
+            assert final["phase"] == "Completed", (name, final.get("conditions"))
+
+        def succeeded() -> bool:
+            pods = (jobs.core.read_namespaced_pod(n, jobs.ns) for n in volcano_pods)
+            return all(p.status.phase == "Succeeded" for p in pods)
+
+        jobs.wait("the PodGroup's and the Queue's Volcano pods Succeeded", succeeded)
+    finally:
+        for queue in queues:
+            kubectl(
+                "delete",
+                f"{Queue.crd_name()}/{queue['metadata']['name']}",
+                "--ignore-not-found",
+                "--wait=false",
+                check=False,
+            )

@@ -2,7 +2,8 @@
 schedulerName), are accepted by the real API server, or refused with a message saying what to
 write instead. The table is tests/unit/api/volcano_manifests.yaml, shared with the unit tests.
 
-Only admission is tested here: running the accepted jobs needs the jobs operator.
+Only admission is tested here; e2e/test_jobs.py::test_volcano_documented_manifests_run runs the
+accepted ones through the jobs operator and the scheduler.
 """
 
 from __future__ import annotations

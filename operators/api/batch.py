@@ -822,6 +822,7 @@ class ReplicaStatus(StatusModel):
 #: stays below about 0.6 MiB whatever its size.
 MAX_REPLICA_ROWS: Final = 256
 MAX_TRANSITIONS: Final = 64
+MAX_DELAYED: Final = 256
 MAX_SINKS: Final = 32
 # Phases a reader does not need a row for when rows are scarce: the counts already say it.
 _QUIET_PHASES: Final = frozenset({ReplicaPhase.RUNNING.value, ReplicaPhase.SUCCEEDED.value})
@@ -858,6 +859,15 @@ class SinkDelivery(StatusModel):
     )
     failures: Count | None = Field(default=None, description="Events given up on.")
     last_error: str | None = Field(default=None, max_length=MAX_MESSAGE)
+
+
+class DelayedAction(StatusModel):
+    """A policy action waiting for its `timeout`."""
+
+    event: PolicyEvent
+    task: str | None = None
+    pod: str | None = None
+    due: AwareDatetime
 
 
 class JobStatusBase(StatusModel):
@@ -918,6 +928,12 @@ class JobStatusBase(StatusModel):
         default=None, description="Pods the job may grow to (sum over its tasks)."
     )
     preemption: PreemptionStatus | None = None
+    delayed_actions: list[DelayedAction] | None = Field(
+        default=None,
+        max_length=MAX_DELAYED,
+        description="Policy actions waiting for their timeout: taken at `due` if the situation "
+        "still holds then (the pod still failed, the task or PodGroup still in that phase).",
+    )
     observed_generation: int | None = None
     conditions: Conditions | None = None
 

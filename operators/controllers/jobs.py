@@ -301,8 +301,8 @@ class JobsController:
             and seen.phase in FINISHED_GROUP
             and memory.phase in WAITING_FOR_ADMISSION
         ):
-            # A finished group is out of scheduling for good; a restarted job needs a fresh one.
-            await self._drop_group(state, gkey)
+            # A finished group is out of scheduling; a restarted job asks for admission again.
+            await self._readmit(state, gkey)
         if gkey in self.group_specs:
             await self.apply.ensure_podgroup(group, self.group_specs[gkey])
         elif not state.group_created:
@@ -312,6 +312,16 @@ class JobsController:
             else:
                 state.group_created = True
                 state.rejected.pop("PodGroupRejected", None)
+
+    async def _readmit(self, state: JobState, gkey: tuple[str, str]) -> None:
+        """Back to Pending: the scheduler admits the group again (its enqueue reserves the
+        minimum anew) and only then does the job create pods. Our view is updated at once, so
+        the stale phase cannot let this job create pods before that."""
+        if await self.apply.readmit_podgroup(*gkey):
+            seen = self.groups.get(gkey)
+            self.groups[gkey] = replace(seen or GroupObs(), phase="Pending")
+        else:
+            await self._drop_group(state, gkey)
 
     async def _drop_group(self, state: JobState, gkey: tuple[str, str]) -> None:
         await self.apply.delete_podgroup(*gkey)
@@ -328,9 +338,8 @@ class JobsController:
         # The deletes carry out the step's decision; from here on it is what happened.
         state.memory = plan.memory
         if any(t.level == TransitionLevel.JOB and t.to == "Restarting" for t in plan.transitions):
-            # The scheduler admits a group once; a restarted job waits for admission again with
-            # a fresh group (as Volcano does on a restart).
-            await self._drop_group(state, (shape.namespace, P.group_name(shape)))
+            # A restarted job waits for admission again, as Volcano's does.
+            await self._readmit(state, (shape.namespace, P.group_name(shape)))
         if plan.create:
             on = presets.enabled(shape, body["metadata"].get("annotations") or {})
             await self.plugins.ensure(shape, on)

@@ -107,6 +107,19 @@ class Applier:
             raise
         return ""
 
+    async def readmit_podgroup(self, namespace: str, name: str) -> bool:
+        """Set a restarted job's group back to Pending, so the scheduler admits it again (quota
+        reserved anew) before the job creates pods. False when the group is gone."""
+        try:
+            await self.client.merge_patch(
+                f"{PodGroup.api_path(namespace, name)}/status", {"status": {"phase": "Pending"}}
+            )
+        except ApiError as err:
+            if err.not_found:
+                return False
+            raise
+        return True
+
     async def delete_podgroup(self, namespace: str, name: str) -> None:
         try:
             await self.client.delete(PodGroup.api_path(namespace, name))

@@ -2,7 +2,10 @@
 
 Resolution (Volcano's order): the task's policies first, then the job's; within a list, the first
 policy whose exit code (PodFailed only) or event (or `*`) matches wins. PodPending only matches a
-policy that names it (it always carries a timeout). Without a match, a HybridJob replica type's
+policy that names it (it always carries a timeout, counted from the pod's creation). A `timeout`
+on any other policy delays its action (reconcile.Delayed): it is taken when the situation still
+holds at the deadline, and dropped once it no longer does (the failed pod is gone, the task or the
+PodGroup left the phase, an evicted replica's successor runs) or another action is taken. Without a match, a HybridJob replica type's
 `restartPolicy` decides what a failed pod gets; otherwise nothing happens beyond the level-based
 sync (a missing pod is re-created, a failed one is counted).
 """
@@ -71,12 +74,17 @@ def _default(task: TaskShape | None, ev: JobEvent) -> A | None:
 
 def resolve(job: JobShape, ev: JobEvent) -> A | None:
     """The action for one event, or None."""
+    return resolve_with_timeout(job, ev)[0]
+
+
+def resolve_with_timeout(job: JobShape, ev: JobEvent) -> tuple[A | None, float | None]:
+    """The action for one event and the matching policy's timeout (seconds it is delayed by)."""
     task = job.task(ev.task) if ev.task else None
     for policies in (task.policies if task else (), job.policies):
         for policy in policies:
             if matches(policy, ev):
-                return policy.action
-    return _default(task, ev)
+                return policy.action, policy.timeout
+    return _default(task, ev), None
 
 
 def pending_timeout(job: JobShape, task: str) -> float | None:

@@ -27,7 +27,12 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Final
 
-from operators.api.batch import MAX_REPLICA_ROWS, bound_replica_rows, find_dependency_cycle
+from operators.api.batch import (
+    MAX_DELAYED,
+    MAX_REPLICA_ROWS,
+    bound_replica_rows,
+    find_dependency_cycle,
+)
 from operators.api.batch import JobPhase as J
 from operators.api.batch import PolicyAction as A
 from operators.api.batch import PolicyEvent as E
@@ -37,7 +42,7 @@ from operators.api.batch import TransitionLevel as Lv
 from operators.jobs import tables
 from operators.jobs.observed import GroupObs, PodObs
 from operators.jobs.pods import group_name, pod_name
-from operators.jobs.policies import SEVERITY, JobEvent, pending_timeout, resolve
+from operators.jobs.policies import SEVERITY, JobEvent, pending_timeout, resolve_with_timeout
 from operators.jobs.shape import JobShape, TaskShape
 from operators.jobs.tables import Facts, Kill, TaskFacts
 from operators.jobs.translog import Log, TransitionRec
@@ -67,6 +72,40 @@ def _seconds(stamp: str) -> float | None:
 
 
 @dataclass(frozen=True, slots=True)
+class Delayed:
+    """A policy action waiting for its `timeout` (Volcano's delayed action). Kept in the job's
+    status (`delayedActions`), so an operator restart neither loses nor restarts the clock."""
+
+    event: E
+    task: str = ""
+    pod: str = ""
+    due: float = 0.0
+
+    @property
+    def key(self) -> tuple[E, str, str]:
+        return self.event, self.task, self.pod
+
+    def wire(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"event": self.event.value, "due": iso(self.due)}
+        if self.task:
+            out["task"] = self.task
+        if self.pod:
+            out["pod"] = self.pod
+        return out
+
+    @classmethod
+    def parse(cls, raw: Mapping[str, Any]) -> Delayed | None:
+        try:
+            event = E(str(raw.get("event")))
+        except ValueError:
+            return None
+        due = _seconds(str(raw.get("due") or ""))
+        if due is None:
+            return None
+        return cls(event, str(raw.get("task") or ""), str(raw.get("pod") or ""), due)
+
+
+@dataclass(frozen=True, slots=True)
 class Memory:
     """What the previous step decided (the operator keeps it and seeds it from the status)."""
 
@@ -81,6 +120,7 @@ class Memory:
     log: Log = field(default_factory=Log)
     group_phase: str = ""
     conditions: Mapping[str, tuple[str, str, str, str]] = field(default_factory=lambda: _EMPTY)
+    delayed: tuple[Delayed, ...] = ()
     """type -> (status, reason, message, lastTransitionTime)."""
 
     @classmethod
@@ -131,6 +171,9 @@ class Memory:
             ),
             group_phase=str(status.get("podGroupPhase") or ""),
             conditions=MappingProxyType(conditions),
+            delayed=tuple(
+                d for raw in status.get("delayedActions") or () if (d := Delayed.parse(raw))
+            ),
         )
 
 
@@ -210,6 +253,7 @@ class _Step:
         self.kill: dict[str, PodObs] = {}
         self.restarting_tasks: set[str] = set()
         self.replica_notes: dict[str, tuple[R, str]] = {}
+        self.delayed: dict[tuple[E, str, str], Delayed] = {d.key: d for d in memory.delayed}
         if memory.phase is None:
             self.changes.append((Lv.JOB, job.name, None, J.PENDING.value, "Created", ""))
             self.since = self.time
@@ -297,11 +341,54 @@ class _Step:
             found.append(JobEvent(E.UNKNOWN))
         return found, wake
 
-    def act(self, found: Sequence[JobEvent]) -> None:
+    def _still_holds(self, d: Delayed, task_phases: Mapping[str, T]) -> PodObs | bool:
+        """Whether the situation a delayed action waits on still holds (the pod, if it has one)."""
+        pods = {p.name: p for p in self.present()}
+        pod = pods.get(d.pod)
+        if d.event == E.POD_FAILED:
+            return pod if pod is not None and pod.phase == "Failed" else False
+        if d.event == E.POD_EVICTED:  # Volcano: cancelled once the replica runs again
+            return pod is None or pod.phase != "Running"
+        if d.event in (E.TASK_COMPLETED, E.TASK_FAILED):
+            want = T.COMPLETED if d.event == E.TASK_COMPLETED else T.FAILED
+            return task_phases.get(d.task) == want
+        if d.event == E.UNKNOWN:
+            return self.obs.group is not None and self.obs.group.phase == "Unknown"
+        return False
+
+    def _due(self, task_phases: Mapping[str, T]) -> tuple[list[JobEvent], float | None]:
+        """Delayed actions whose deadline has passed and whose situation still holds (as events
+        to act on); those that no longer hold are dropped. Also when the next one is due."""
+        due: list[JobEvent] = []
+        wake: float | None = None
+        for key, d in list(self.delayed.items()):
+            holds = self._still_holds(d, task_phases)
+            if holds is False:
+                del self.delayed[key]
+            elif self.now >= d.due:
+                del self.delayed[key]
+                pod = holds if isinstance(holds, PodObs) else None
+                due.append(JobEvent(d.event, d.task, pod, pod.exit_code if pod else None))
+            else:
+                wake = min(wake or d.due - self.now, d.due - self.now)
+        return due, wake
+
+    def act(self, found: Sequence[JobEvent], task_phases: Mapping[str, T]) -> float | None:
+        """Take the action the events call for (delaying those whose policy has a timeout).
+        Returns seconds until the next delayed action is due, if any."""
         job = self.job
-        wanted: list[tuple[A, JobEvent | None]] = [
-            (action, ev) for ev in found if (action := resolve(job, ev)) is not None
-        ]
+        wanted: list[tuple[A, JobEvent | None]] = []
+        for ev in found:
+            action, timeout = resolve_with_timeout(job, ev)
+            if action is None:
+                continue
+            if timeout is not None and ev.event != E.POD_PENDING:
+                d = Delayed(ev.event, ev.task, ev.pod.name if ev.pod else "", self.now + timeout)
+                self.delayed.setdefault(d.key, d)
+                continue
+            wanted.append((action, ev))
+        due, wake = self._due(task_phases)
+        wanted += [(a, ev) for ev in due if (a := resolve_with_timeout(job, ev)[0]) is not None]
         if job.suspend and self.phase not in (J.ABORTING, J.ABORTED, *tables.TERMINAL):
             wanted.append((A.ABORT_JOB, None))
         if (
@@ -311,12 +398,13 @@ class _Step:
         ):
             wanted.append((A.RESUME_JOB, None))
         if not wanted:
-            return
+            return wake
         action = min((a for a, _ in wanted), key=SEVERITY.index)
         causes = [ev for a, ev in wanted if a == action]
         step = tables.ACTIONS.get((self.phase, action))
         if step is None:
-            return
+            return wake
+        self.delayed.clear()  # as in Volcano, an action taken cancels the delayed ones
         why = ", ".join(ev.describe() for ev in causes if ev is not None) or (
             "spec.suspend is true" if action == A.ABORT_JOB else "spec.suspend is false"
         )
@@ -349,6 +437,7 @@ class _Step:
                 self.replica_notes[p.name] = (R.RESTARTING, reason)
         if step.to is not None:
             self.move(step.to, reason, why)
+        return None
 
     # -- 3. sync rules ------------------------------------------------------------------------
 
@@ -430,8 +519,11 @@ def reconcile(job: JobShape, memory: Memory, obs: Observed, now: float) -> Plan:
 
     wake: float | None = None
     if not cycle:
-        found, wake = step.detect(step.task_phases())
-        step.act(found)
+        phases = step.task_phases()
+        found, wake = step.detect(phases)
+        delayed_wake = step.act(found, phases)
+        if delayed_wake is not None:
+            wake = min(wake or delayed_wake, delayed_wake)
         step.sync()
     create = step.pods() if not cycle else []
     if not cycle:
@@ -626,6 +718,9 @@ def _plan(
         "transitionSeq": log.seq,
         "transitionsDropped": log.dropped,
         "conditions": cond_wire,
+        "delayedActions": [d.wire() for d in sorted(step.delayed.values(), key=lambda d: d.due)][
+            :MAX_DELAYED
+        ],
         "observedGeneration": job.generation,
     }
     group = step.obs.group
@@ -642,6 +737,7 @@ def _plan(
         log=log,
         group_phase=group.phase if group is not None else memory.group_phase,
         conditions=MappingProxyType(cond_memory),
+        delayed=tuple(step.delayed.values()),
     )
     return Plan(
         memory=next_memory,

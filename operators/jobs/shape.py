@@ -35,7 +35,7 @@ def duration_seconds(text: str) -> float:
 
 @dataclass(frozen=True, slots=True)
 class Policy:
-    """`events` (or a pod exit code) -> `action`; `timeout` only delays PodPending."""
+    """`events` (or a pod exit code) -> `action`, delayed by `timeout` seconds when set."""
 
     action: PolicyAction
     events: frozenset[PolicyEvent] = frozenset()

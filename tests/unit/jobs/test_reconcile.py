@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from operators.api.batch import JobPhase as J
 from operators.jobs.observed import GroupObs
+from operators.jobs.reconcile import Memory
 from operators.jobs.translog import WINDOW
 
 from .sim import Sim, hybridjob, template, vcjob
@@ -281,3 +282,75 @@ def test_transition_window_counts_undelivered_drops_only_with_hooks() -> None:
         assert len(plan.status["transitions"]) == WINDOW
         assert plan.status["transitionSeq"] > WINDOW
         assert (plan.status["transitionsDropped"] > 0) == bool(dropped)
+
+
+def test_a_timeout_delays_any_policy_action_and_survives_a_restart() -> None:
+    """PodFailed with `timeout: 60s`: nothing at once, the deadline in status, the action at the
+    deadline, also when the operator restarted in between (memory re-read from the status)."""
+    sim = two_tasks(
+        policies=[{"event": "PodFailed", "timeout": "60s", "action": "AbortJob"}],
+    )
+    sim.admit()
+    sim.run_all()
+    sim.step()
+    sim.set("j-worker-0", "Failed", exit_code=1)
+    plan = sim.step()
+    assert sim.phase == J.RUNNING
+    (delayed,) = plan.status["delayedActions"]
+    assert (delayed["event"], delayed["task"], delayed["pod"]) == (
+        "PodFailed",
+        "worker",
+        "j-worker-0",
+    )
+    assert plan.requeue_after is not None
+    assert 55 < plan.requeue_after <= 60
+    sim.memory = Memory.from_status(plan.status)  # an operator restart reads the status
+    plan = sim.step(30)
+    assert sim.phase == J.RUNNING
+    assert len(plan.status["delayedActions"]) == 1
+    plan = sim.step(31)
+    assert sim.phase in (J.ABORTING, J.ABORTED)
+    assert plan.status["delayedActions"] == []
+    assert "PodFailed (j-worker-0, exit code 1)" in plan.status["message"]
+
+
+def test_a_delayed_action_is_dropped_when_the_situation_ends() -> None:
+    """Unknown with a timeout: the PodGroup is Running again before the deadline, so nothing
+    happens; TaskCompleted with a timeout fires (control: the same clock, the task stays done)."""
+    sim = two_tasks(policies=[{"event": "Unknown", "timeout": "30s", "action": "RestartJob"}])
+    sim.admit()
+    sim.run_all()
+    sim.group = GroupObs(phase="Running")
+    sim.step()
+    sim.group = GroupObs(phase="Unknown")
+    assert len(sim.step().status["delayedActions"]) == 1
+    sim.group = GroupObs(phase="Running")
+    plan = sim.step(10)
+    assert plan.status["delayedActions"] == []
+    sim.step(60)
+    assert sim.phase == J.RUNNING
+    assert plan.memory.retry_count == 0
+
+    done = Sim(
+        vcjob(
+            tasks=[
+                {
+                    "name": "main",
+                    "replicas": 1,
+                    "policies": [
+                        {"event": "TaskCompleted", "timeout": "20s", "action": "CompleteJob"}
+                    ],
+                    "template": template(),
+                },
+                {"name": "side", "replicas": 1, "template": template()},
+            ]
+        )
+    )
+    done.admit()
+    done.run_all()
+    done.step()
+    done.set("j-main-0", "Succeeded")
+    done.step()
+    assert done.phase == J.RUNNING
+    done.step(25)
+    assert done.phase in (J.COMPLETING, J.COMPLETED)

@@ -289,3 +289,23 @@ async def test_a_plain_pod_naming_a_missing_pool_gets_an_event_and_the_reason() 
     ]
     writer.write_pod_reasons(result, 100.0, "t")
     assert len(warnings) == 2
+
+
+def test_a_restarted_job_reset_to_pending_is_admitted_again_not_read_as_running() -> None:
+    """The jobs operator sets a restarted job's group back to Pending while the pods it killed
+    still hold their nodes: leaving pods are no members, so the phase stays Pending and the
+    core's enqueue admits the group again (before: Running, from the pods being killed)."""
+    h = Harness()
+    h.group(podgroup("train", min_member=2, status={"phase": "Pending"}))
+    for i in range(2):
+        raw = pod(f"train-{i}", group="train", node="n1", phase="Running")
+        raw["metadata"]["deletionTimestamp"] = "2026-11-22T08:10:00Z"
+        h.pod(raw)
+    counts = count_members(h.cache, "pg-train")
+    assert counts == GroupCounts(bound=0, running=0, pending=0)
+    assert next_phase(P.PENDING, None, 2, counts) is P.PENDING
+    assert next_phase(P.PENDING, P.INQUEUE, 2, counts) is P.INQUEUE
+    # Control: the same pods, not leaving, make it Running.
+    for i in range(2):
+        h.pod(pod(f"train-{i}", group="train", node="n1", phase="Running"))
+    assert next_phase(P.PENDING, None, 2, count_members(h.cache, "pg-train")) is P.RUNNING
