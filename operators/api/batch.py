@@ -33,6 +33,7 @@ from operators.api.base import (
     SluiceModel,
     StatusModel,
 )
+from operators.api.openapi import SERVER_DEFAULT
 from operators.api.resource import AGE, PrinterColumn, Resource
 from operators.api.scheduling import (
     QUEUE_IMMUTABLE,
@@ -385,16 +386,19 @@ class DependsOn(SluiceModel):
     )
 
 
-TASK_NAME_REQUIRED = (
-    "spec.tasks[].name is required (task names key the task list; Volcano would have named "
-    "unnamed tasks default0, default1, ...): write name: default0"
-)
+UNNAMED_TASK: Final = "default0"
+"""The name an unnamed task gets, as Volcano names the first one (its later ones are default1,
+... by index; a CRD default is one value, so a second unnamed task is refused by name)."""
 
 
 class TaskSpec(SluiceModel):
     """One task of a VCJob: `replicas` identical pods from `template`."""
 
-    name: DnsLabel
+    name: DnsLabel = Field(
+        default=UNNAMED_TASK,
+        description=f"Task name (keys the task list); unset means `{UNNAMED_TASK}`, as in Volcano.",
+        json_schema_extra={SERVER_DEFAULT: UNNAMED_TASK},
+    )
     replicas: int = Field(ge=0, le=100000)
     min_available: int | None = Field(
         default=None, ge=0, le=100000, description="Task gang minimum; unset means replicas."
@@ -427,13 +431,6 @@ class TaskSpec(SluiceModel):
         "template": _TEMPLATE_IMMUTABLE.format(where="tasks[]"),
         "depends_on": "tasks[].dependsOn cannot change: delete and re-create the job",
     }
-
-    @model_validator(mode="before")
-    @classmethod
-    def _named(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "name" not in data:
-            raise ValueError(TASK_NAME_REQUIRED)
-        return data
 
     @model_validator(mode="after")
     def _task_rules(self) -> TaskSpec:
@@ -554,7 +551,8 @@ class VCJobSpec(JobSpecBase):
         ),
         Rule(
             "self.tasks.all(t, self.tasks.exists_one(u, u.name == t.name))",
-            "spec.tasks[].name must be unique",
+            f"spec.tasks[].name must be unique (a task without a name is `{UNNAMED_TASK}`, as "
+            "in Volcano: name the others, e.g. default1)",
             field_path=".tasks",
         ),
         Rule(

@@ -20,6 +20,7 @@ JsonObj = dict[str, Any]
 STRUCTURAL_KEYWORDS = frozenset(
     {
         "type",
+        "default",
         "description",
         "properties",
         "required",
@@ -55,6 +56,9 @@ STRUCTURAL_KEYWORDS = frozenset(
 # Dropped: `title` is noise in `kubectl explain`; `default` would make the API server rewrite
 # stored objects (Python models carry the defaults instead); `examples`/`const` are not allowed.
 _DROP = frozenset({"title", "default", "examples", "$defs", "definitions"})
+SERVER_DEFAULT = "x-sluice-server-default"
+"""json_schema_extra key: the one kind of default the API server does write, where the server
+needs it (a list-map key: server-side apply cannot key an element without it)."""
 
 
 def model_schema(model: type[BaseModel]) -> JsonObj:
@@ -71,7 +75,9 @@ def to_structural(node: JsonObj, defs: dict[str, JsonObj]) -> JsonObj:
     for key, value in node.items():
         if key in _DROP:
             continue
-        if key == "const":
+        if key == SERVER_DEFAULT:
+            out["default"] = copy.deepcopy(value)
+        elif key == "const":
             out["enum"] = [value]
         elif key == "properties":
             out[key] = {name: to_structural(sub, defs) for name, sub in value.items()}
