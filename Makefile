@@ -65,10 +65,11 @@ e2e:  ## End-to-end tests against a real local control plane (started by the tes
 test: lint unit e2e  ## Everything CI runs: lint + unit + e2e
 
 .PHONY: bench
-bench:  ## Benchmarks side by side (core; live cluster: bare loop, kube-scheduler, Sluice); appends a dated report to docs/benchmarks.md
+bench:  ## Benchmarks side by side (core; live cluster: bare loop, kube-scheduler, Sluice; admin operators; jobs operator); appends a dated report to docs/benchmarks.md
 	$(BIN)/python -m bench.core
 	$(BIN)/python -m bench.live --write docs/benchmarks.md
 	$(BIN)/python -m bench.admin
+	$(BIN)/python -m bench.jobs
 
 .PHONY: quality
 quality:  ## Placement quality vs published results (long: cached runs resume) -> docs/quality.md

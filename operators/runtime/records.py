@@ -483,7 +483,11 @@ def podgroup(obj: JsonDict) -> GroupRecord:
         name=str(meta.get("name", "")),
         queue=str(spec.get("queue") or S.DEFAULT_QUEUE),
         pool=str(spec.get("pool") or S.DEFAULT_POOL),
-        min_member=max(0, _int(spec.get("minMember"), 1)),
+        # Members that succeeded count toward the gang, as Succeeded tasks count as allocated
+        # in Volcano. They have left the watch (terminal pods are not listed), so without this a
+        # gang half-bound when a scheduler lost its lease, whose bound member then finished,
+        # would wait forever for a member that is done (status.succeeded: podgroup operator).
+        min_member=max(0, _int(spec.get("minMember"), 1) - _int(status.get("succeeded"), 0)),
         min_task_member=MappingProxyType(
             {str(k): _int(v) for k, v in (spec.get("minTaskMember") or {}).items()}
         ),

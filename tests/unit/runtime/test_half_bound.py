@@ -5,9 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from operators.controllers.scheduler_loop import SchedulerOperator
+from operators.runtime import records as R
 from operators.runtime.settings import SchedulerSettings
+from operators.scheduler import SessionConfig, run_session
+from operators.scheduler import decisions as D
 
-from .factories import pod, podgroup
+from .factories import node, pod, podgroup
 from .test_cache import Harness
 
 
@@ -93,3 +96,24 @@ async def test_pending_gang_left_half_bound_by_a_crash_is_still_repaired() -> No
     await op._repair_half_bound(fake, set(), now=100.0)
     await op._repair_half_bound(fake, set(), now=116.0)
     assert applier.evicted == ["pg-g"]
+
+
+def test_a_gang_whose_bound_members_finished_meanwhile_still_completes() -> None:
+    """A scheduler lost its lease between the Binding POSTs of a 4-pod gang; the 2 bound pods
+    ran and succeeded (they left the watch; the podgroup operator counted them). The next
+    scheduler sees 2 pending pods: they are the rest of the gang and are placed together."""
+
+    def placed(succeeded: int) -> set[str]:
+        h = Harness()
+        h.node(node("n1"))
+        team = R.queue({"metadata": {"name": "team-a"}, "spec": {}})
+        h.cache.on_queue("ADDED", ("", "team-a"), team, None)
+        status = {"phase": "Inqueue", "succeeded": succeeded}
+        h.group(podgroup("g", min_member=4, status=status))
+        h.pod(pod("g-2", group="g"))
+        h.pod(pod("g-3", group="g"))
+        result = run_session(h.cache.snapshot(0.0), SessionConfig())
+        return {d.task for d in result.decisions if isinstance(d, D.Bind)}
+
+    assert placed(succeeded=2) == {"uid-g-2", "uid-g-3"}
+    assert placed(succeeded=0) == set()  # control: half a gang is not placed
