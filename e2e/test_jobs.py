@@ -51,6 +51,17 @@ def operators(cluster: DevCluster, tmp_path_factory: pytest.TempPathFactory) -> 
     jobs = OperatorProcess("jobs", kubeconfig, logs, "--jobs-health-port=0").start()
     procs = {"scheduler": scheduler, "jobs": jobs}
     try:
+        # Importing kopf takes long on a busy machine: the first test's clock starts once both
+        # are watching, not while they still load.
+        waiting.wait_for(
+            lambda: (
+                "caches synced" in scheduler.log(100_000)
+                and "operator jobs started" in jobs.log(100_000)
+            ),
+            timeout=300,
+            interval=1.0,
+            what="the scheduler and the jobs operator started",
+        )
         yield procs
     finally:
         for proc in procs.values():
