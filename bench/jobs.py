@@ -15,7 +15,6 @@ a job's status), and Events posted in the namespace.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import pathlib
@@ -25,6 +24,7 @@ import time
 from typing import Any
 
 from bench.bind import gather_bounded
+from bench.clusters import bench_cluster, bench_parser
 from bench.live import peak_rss_mib
 from operators.api.batch import VCJob
 from operators.api.scheduling import PodGroup
@@ -190,36 +190,15 @@ def report(result: dict[str, Any], nodes: str, command: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m bench.jobs",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--kubeconfig", help="use this running cluster instead of starting one")
-    parser.add_argument("--profile", default="large", help="devcluster profile to start")
+    parser = bench_parser("python -m bench.jobs", __doc__)
     parser.add_argument("--jobs", type=int, default=1_000)
     parser.add_argument("--pods", type=int, default=10_000)
     parser.add_argument("--keep", action="store_true", help="leave the started cluster running")
     args = parser.parse_args(argv)
     logs = pathlib.Path(tempfile.mkdtemp(prefix="sluice-bench-jobs-"))
-    cluster = None
-    path = args.kubeconfig
-    nodes = "an existing cluster"
-    if path is None:
-        from operators.devcluster.cluster import DevCluster
-        from operators.devcluster.demo import apply_crds
-
-        cluster = DevCluster(logs / "cluster")
-        state = cluster.up(profile=args.profile, log=print, timeout=600)
-        apply_crds(cluster)
-        path = str(cluster.kubeconfig)
-        nodes = f"{state.nodes:,} kwok nodes (`{args.profile}` profile)"
-    try:
+    with bench_cluster(args.kubeconfig, args.profile, logs, args.keep) as (path, nodes, _):
         result = asyncio.run(bench(path, args.jobs, args.pods, logs))
-    finally:
-        if cluster is not None and not args.keep:
-            cluster.down()
-    command = "python -m bench.jobs " + " ".join(sys.argv[1:] if argv is None else argv)
+    command = "python -m bench.jobs " + " ".join(argv if argv is not None else sys.argv[1:])
     print()
     print(report(result, nodes, command.strip()))
     print(f"\nlogs: {logs}")

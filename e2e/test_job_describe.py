@@ -63,14 +63,18 @@ class Life:
                 self.pods[name] = replace(pod, phase=phase, node="gpu-0", **extra)
 
 
-def _vcjob_life(shape: JobShape) -> Iterator[tuple[str, dict[str, Any]]]:
-    life = Life(shape)
+def _to_running(life: Life) -> Iterator[tuple[str, dict[str, Any]]]:
     yield "pending", life.step()
     life.group = GroupObs(phase="Inqueue")
     yield "inqueue", life.step()
     life.move("Running")
     life.group = GroupObs(phase="Running")
     yield "running", life.step()
+
+
+def _vcjob_life(shape: JobShape) -> Iterator[tuple[str, dict[str, Any]]]:
+    life = Life(shape)
+    yield from _to_running(life)
     life.move("Failed", task="worker", exit_code=3)
     yield "restarting", life.step()
     life.step()  # the restarted task's pods are created
@@ -82,12 +86,7 @@ def _vcjob_life(shape: JobShape) -> Iterator[tuple[str, dict[str, Any]]]:
 
 def _hybridjob_life(shape: JobShape) -> Iterator[tuple[str, dict[str, Any]]]:
     life = Life(shape)
-    yield "pending", life.step()
-    life.group = GroupObs(phase="Inqueue")
-    yield "inqueue", life.step()
-    life.move("Running")
-    life.group = GroupObs(phase="Running")
-    yield "running", life.step()
+    yield from _to_running(life)
     life.move("Succeeded")
     yield "completed", life.step()
 
