@@ -464,12 +464,19 @@ class Team:
     def wait_finished(self, name: str, timeout: float = 180) -> None:
         self.wait_phase(name, "Completed", timeout=timeout)
 
-    def wait_waiting(self, name: str, timeout: float = 60) -> str:
-        """Until the scheduler has explained why the job waits; returns the explanation."""
+    def wait_waiting(self, name: str, expect: str = "", timeout: float = 60) -> str:
+        """Until the scheduler has explained why the job waits (with a reason starting with
+        `expect`, if given); returns the explanation. While the jobs operator is still creating
+        the pods, the reason is NotEnoughTasks: not yet the answer."""
+
+        def explained() -> str:
+            reason = self.waiting_reason(name)
+            if self.running(name) or not reason or reason.startswith("NotEnoughTasks"):
+                return ""
+            return reason if reason.startswith(expect) else ""
+
         reason: str = self.stage.wait(
-            f"{self.namespace}/{name} told why it waits",
-            lambda: not self.running(name) and self.waiting_reason(name),
-            timeout,
+            f"{self.namespace}/{name} told why it waits", explained, timeout
         )
         return reason
 

@@ -95,6 +95,9 @@ def test_victims_checkpoint_until_the_deadline_then_go_whole_even_across_a_resta
             and research.job_condition("urgent", "Privileged").get("status") == "True"
         ),
     )
+    # ... and record it as a job transition, which is what hooks deliver to a platform.
+    transitions = (research.job("checkpointing").get("status") or {}).get("transitions") or ()
+    assert any(t["to"] == "WillEvict" for t in transitions), transitions
     assert research.events("checkpointing", "WillEvict")
     assert research.events("urgent", "Privileged")
     assert research.waiting_reason("urgent").startswith("WaitingForVictims")

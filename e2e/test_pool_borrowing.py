@@ -88,8 +88,8 @@ def test_a_pool_that_does_not_borrow_waits_at_home(stage: Stage) -> None:
         research.submit("local", vcjob(4, runs_for="20s"), pool="homebody-pool")
         research.wait_running("local", 4)
         research.submit("overflow", vcjob(2, runs_for="5s"), pool="homebody-pool")
-        reason = research.wait_waiting("overflow")
-        assert reason.startswith("BorrowingDisabled"), reason
+        reason = research.wait_waiting("overflow", "BorrowingDisabled")
+        assert "disables borrowing" in reason, reason
         stays(stage, "overflow stays home", lambda: not research.running("overflow"), 5)
         research.wait_finished("overflow", timeout=120)
 
