@@ -53,18 +53,26 @@ def full_cluster(nodes: int, running: int, pending: int) -> Snapshot:
 
 
 def measure(
-    snapshot: Snapshot, repeats: int, config: SessionConfig
-) -> tuple[float, float, dict[str, float], int]:
-    """(median wall s, fastest wall s, phases of the last run, decisions of the last run)."""
-    walls: list[float] = []
-    phases: dict[str, float] = {}
-    decisions = 0
+    snapshot: Snapshot, repeats: int, configs: dict[str, SessionConfig]
+) -> dict[str, tuple[float, float, dict[str, float], int]]:
+    """Per arm: (median wall s, fastest wall s, phases of the last run, decisions of the last
+    run). The arms run alternately, run by run, so all see the same neighbours."""
+    walls: dict[str, list[float]] = {arm: [] for arm in configs}
+    last: dict[str, tuple[dict[str, float], int]] = {}
     for _ in range(repeats):
-        start = time.perf_counter()
-        result = run_session(snapshot, replace(config, timer=time.perf_counter))
-        walls.append(time.perf_counter() - start)
-        phases, decisions = dict(result.timings), len(result.decisions)
-    return statistics.median(walls), min(walls), phases, decisions
+        for arm, config in configs.items():
+            start = time.perf_counter()
+            result = run_session(snapshot, replace(config, timer=time.perf_counter))
+            walls[arm].append(time.perf_counter() - start)
+            last[arm] = (dict(result.timings), len(result.decisions))
+    return {arm: (statistics.median(w), min(w), *last[arm]) for arm, w in walls.items()}
+
+
+ARMS = {
+    "cached": SessionConfig(),  # the default configuration
+    # Every preemptor gathers, filters and sorts every candidate (the reference).
+    "straightforward": SessionConfig(victim_order_cache=False),
+}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -78,19 +86,34 @@ def main(argv: list[str] | None = None) -> None:
         default=",".join(DEFAULT_ACTIONS),
         help="comma-separated session actions (default: all), e.g. enqueue to time admission",
     )
+    parser.add_argument(
+        "--arms",
+        default="cached",
+        help=f"comma-separated variants run alternately: {', '.join(ARMS)} (A/B of the victim "
+        "order kept across preemptors; decisions are compared)",
+    )
     args = parser.parse_args(argv)
-    config = SessionConfig(actions=tuple(ActionName(a) for a in args.actions.split(",")))
+    actions = tuple(ActionName(a) for a in args.actions.split(","))
+    configs = {arm: replace(ARMS[arm], actions=actions) for arm in args.arms.split(",")}
     snap = full_cluster(args.nodes, args.running, args.pending)
-    run_session(snap, config)  # warm-up
-    median, best, phases, decisions = measure(snap, args.repeats, config)
+    load = os.getloadavg()[0]
+    outcomes = {arm: run_session(snap, config).decisions for arm, config in configs.items()}
+    same = all(d == next(iter(outcomes.values())) for d in outcomes.values())
+    results = measure(snap, args.repeats, configs)
     yard = statistics.median(first_fit_yardstick(snap)[0] for _ in range(args.repeats))
-    parts = ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in phases.items())
     print(
         f"full cluster: {args.nodes} nodes, {args.running} running + {args.pending} pending "
-        f"one-pod groups; actions {args.actions}; load {os.getloadavg()[0]:.1f}\n"
-        f"session wall s: median {median:.3f}, min {best:.3f} (of {args.repeats}); "
-        f"decisions {decisions}; yardstick {yard:.3f} s\nphases (last run): {parts}"
+        f"one-pod groups; actions {args.actions}; load {load:.1f} at start, "
+        f"{os.getloadavg()[0]:.1f} at end; yardstick {yard:.3f} s"
     )
+    for arm, (median, best, phases, decisions) in results.items():
+        parts = ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in phases.items())
+        print(
+            f"{arm}: session wall s median {median:.3f}, min {best:.3f} (of {args.repeats}); "
+            f"decisions {decisions}\n  phases (last run): {parts}"
+        )
+    if len(configs) > 1:
+        print(f"decisions identical across arms: {same}")
 
 
 if __name__ == "__main__":

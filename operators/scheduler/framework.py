@@ -120,8 +120,11 @@ VictimFilter = Callable[["GroupInfo", VictimUnit, Purpose], "bool | None"]
 # Combination: ANY True -> search; otherwise ANY False -> skip; all None -> search.
 VictimPrecheck = Callable[["GroupInfo", Purpose], "bool | None"]
 # Victim order (DESIGN.md: borrowed, overcommitted, lower priority, least disruption).
-# Combination: LEXICOGRAPHIC as for job order; smallest key is evicted first.
-VictimKey = Callable[["GroupInfo", VictimUnit], SortKey]
+# Combination: LEXICOGRAPHIC as for job order; smallest key is evicted first. A key reads the
+# unit, its group and its own queue's usage and share (``allocated``, ``deserved`` rows) only,
+# never the preemptor: every preemptor of a session sees candidates in one order, which
+# eviction.py sorts once and re-keys only where those change.
+VictimKey = Callable[[VictimUnit], SortKey]
 # Is the group's gang satisfied? Combination: ALL must be true.
 ReadyCheck = Callable[["GroupInfo"], bool]
 # A fresh budget for one victim search (a job's disruption budget, a queue's guarantee).
@@ -272,8 +275,8 @@ class Extensions:
         answers = [check(preemptor, purpose) for check in self.victim_prechecks]
         return any(a is True for a in answers) or not any(a is False for a in answers)
 
-    def victim_key(self, preemptor: GroupInfo, unit: VictimUnit) -> tuple[object, ...]:
-        parts = (part for key in self.victim_keys for part in key(preemptor, unit))
+    def victim_key(self, unit: VictimUnit) -> tuple[object, ...]:
+        parts = (part for key in self.victim_keys for part in key(unit))
         return (*parts, -unit.group.pg.created, unit.group.uid, unit.order)
 
     def budgets(self, preemptor: GroupInfo, purpose: Purpose) -> list[VictimBudget]:

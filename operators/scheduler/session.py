@@ -70,6 +70,11 @@ class SessionConfig:
     # within a pass) fails the same way without being placed again, and shares that failure's
     # explanation text. Same decisions either way; off only to check that (tests).
     equivalence_cache: bool = True
+    # Preempt and reclaim keep their candidates in victim order across preemptors (sorted once
+    # per change of queue usage or of a candidate's holdings) and ask the victim filters only
+    # as far as a search reads. Same decisions either way; off only to check that (tests,
+    # bench.steady).
+    victim_order_cache: bool = True
     timer: Timer | None = None
     # Called with the Bind decisions of each committed statement that only binds (no
     # evictions, no nominations), as soon as it commits, so that the caller can start binding

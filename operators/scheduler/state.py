@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
     from numpy.typing import NDArray
 
+    from operators.scheduler.actions.eviction import VictimOrder
     from operators.scheduler.decisions import ReasonCode
     from operators.scheduler.framework import VictimUnit
     from operators.scheduler.session import SessionConfig
@@ -176,6 +177,8 @@ class SessionState:
         self.borrowers_cache: tuple[int, list[GroupInfo]] | None = None
         # Victim units per group uid, keyed by the group's holdings version (eviction.py).
         self.victim_cache: dict[str, tuple[int, list[VictimUnit]]] = {}
+        # Candidates in victim order per scope, shared by the session's preemptors (eviction.py).
+        self.victim_orders: dict[tuple[object, int], VictimOrder] = {}
 
         self.groups: list[GroupInfo] = []
         self.group_by_uid: dict[str, GroupInfo] = {}

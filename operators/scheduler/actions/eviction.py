@@ -1,8 +1,9 @@
 """Making room for a group by evicting whole jobs (or elastic surplus): shared by preempt and
 reclaim.
 
-Victim units are proposed by :func:`victim_units`, filtered and ordered by the plugins. Units are
-evicted one at a time inside a statement; after each, if the freed room could plausibly hold the
+Victim units are proposed by :func:`victim_units`, filtered and ordered by the plugins (the order
+is kept per scope across preemptors, see :class:`VictimOrder`; the filter is asked lazily, in
+that order, only as far as the search needs). Units are evicted one at a time inside a statement; after each, if the freed room could plausibly hold the
 gang, placement is tried (kind NOMINATE). The first success stops the search; units that did not
 touch the nodes used are then put back, so only the needed jobs go. If every candidate is evicted
 and the gang still does not fit, everything is discarded: nobody is evicted for a job that would
@@ -13,7 +14,8 @@ from __future__ import annotations
 
 import datetime
 import math
-from dataclasses import dataclass
+from bisect import bisect_left
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -32,12 +34,12 @@ from operators.scheduler.state import Placement, complete_minimum
 from operators.scheduler.statement import Statement
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Callable, Iterable
 
     from numpy.typing import NDArray
 
     from operators.scheduler.context import Session
-    from operators.scheduler.framework import NodeSet
+    from operators.scheduler.framework import Extensions, NodeSet
     from operators.scheduler.state import GroupInfo, SessionState, TaskInfo
 
 _EPS = 1e-6
@@ -75,23 +77,193 @@ def victim_units(state: SessionState, preemptor: GroupInfo, purpose: Purpose) ->
     """Every unit that could in principle go: preempt looks only inside the preemptor's queue
     (plugins then filter and order); reclaim looks everywhere."""
     out: list[VictimUnit] = []
-    same_queue_only = purpose is Purpose.PREEMPT
-    tree = state.queues
-    # Reclaim can only take from queues above their share or overcommitted, or borrowers.
-    if same_queue_only:
-        groups: list[GroupInfo] = state.groups_by_queue.get(preemptor.queue, [])
-    else:
-        kept = tree.allocated - tree.leaving
-        over = set(np.flatnonzero((kept > tree.deserved + _EPS).any(axis=1)).tolist())
-        groups = []
-        for q in over:
-            groups.extend(state.groups_by_queue.get(q, []))
-        groups.extend(g for g in _borrowers(state) if g.queue not in over)
-    for h in groups:
+    for h in _candidate_groups(state, preemptor, purpose):
         if h is preemptor or h.held_count <= 0:
             continue
         out.extend(_cached_units(state, h))
     return out
+
+
+@dataclass(slots=True)
+class VictimOrder:
+    """Every candidate unit of one scope (preempt: one queue; reclaim: the queues above their
+    share and the borrowers), sorted by victim key, for every preemptor of the session.
+
+    Victim keys read the unit, its group and its own queue's usage and share, never the
+    preemptor (framework.py), so one order serves every preemptor and is only patched where
+    something changed: the groups whose units changed (their holdings moved: found through
+    ``changes``; a victim search's discarded attempts move holdings and put them back, which
+    changes no unit) and the groups of queues whose usage or share changed (re-keyed; for
+    reclaim these may also enter or leave the scope).
+    """
+
+    allocated: NDArray[np.float64]  # queue usage and shares the keys were taken under
+    leaving: NDArray[np.float64]
+    deserved: NDArray[np.float64]
+    over: set[int]  # reclaim: the queues above their share then
+    touched: int  # len(state.touched) when last checked
+    # Each group of the scope holding something (by id()): its ``changes`` and units then.
+    groups: dict[int, tuple[GroupInfo, int, list[VictimUnit]]] = field(default_factory=dict)
+    # Nodes where tracked groups held tasks: a move there may have changed their units.
+    on_node: dict[int, list[int]] = field(default_factory=dict)
+    # The order: keys (unique: they end in group uid and unit order) and units, in step.
+    keys: list[tuple[object, ...]] = field(default_factory=list)
+    units: list[VictimUnit] = field(default_factory=list)
+    entries_of: dict[int, list[tuple[tuple[object, ...], VictimUnit]]] = field(default_factory=dict)
+
+    def track(self, state: SessionState, h: GroupInfo) -> None:
+        self.groups[id(h)] = (h, h.changes, _cached_units(state, h))
+        for node in {t.node for t in h.tasks if t.held and t.node >= 0}:
+            self.on_node.setdefault(node, []).append(id(h))
+
+    def refresh(self, state: SessionState, ext: Extensions, purpose: Purpose) -> None:
+        """Patch the order to the state now. Membership follows :func:`_candidate_groups`:
+        a group outside the scope that starts holding something this session holds only
+        what it was placed on now, so it has no units (:func:`_units_of`) either way."""
+        tree, groups = state.queues, self.groups
+        usage = (tree.allocated != self.allocated).any(axis=1) | (
+            tree.deserved != self.deserved
+        ).any(axis=1)
+        rekey = np.flatnonzero(usage).tolist()
+        moved = np.flatnonzero(usage | (tree.leaving != self.leaving).any(axis=1)).tolist()
+        if moved:
+            self.allocated, self.leaving = tree.allocated.copy(), tree.leaving.copy()
+            self.deserved = tree.deserved.copy()
+        of_moved = [id(h) for q in moved for h in state.groups_by_queue.get(q, [])]
+        dirty: set[int] = set()  # groups whose entries are redone
+        changed: set[int] = set()  # groups whose holdings may have moved
+        if len(state.touched) != self.touched:
+            # A group's holdings move on a node it held tasks on, or (placed somewhere new)
+            # change its queue's usage.
+            for node in set(state.touched[self.touched :]):
+                changed.update(self.on_node.get(node, ()))
+            changed.update(of_moved)
+            self.touched = len(state.touched)
+        for key in changed:
+            found = groups.get(key)
+            if found is None or found[0].changes == found[1]:
+                continue
+            h, _, units = found
+            now = _cached_units(state, h) if h.held_count > 0 else []
+            if _same_units(now, units):
+                groups[key] = (h, h.changes, units)
+            else:
+                self.track(state, h)
+                dirty.add(key)
+        if purpose is Purpose.RECLAIM:
+            over = _over(state) if moved else self.over
+            for q in over - self.over:
+                for h in state.groups_by_queue.get(q, []):
+                    if id(h) not in groups and h.held_count > 0:
+                        self.track(state, h)
+                        dirty.add(id(h))
+            self.over = over
+            # Left the scope: a queue back within its share, a borrower no more.
+            for key in changed.union(of_moved):
+                found = groups.get(key)
+                if (
+                    found is not None
+                    and found[0].queue not in over
+                    and found[0].borrowed_count <= 0
+                ):
+                    del groups[key]
+                    dirty.add(key)
+        # Keys read the group's own queue's usage and share (``allocated``, ``deserved``):
+        # re-key where those moved.
+        dirty.update(
+            id(h) for q in rekey for h in state.groups_by_queue.get(q, []) if id(h) in groups
+        )
+        for key in dirty:
+            self.place(ext, key)
+
+    def place(self, ext: Extensions, key: int) -> None:
+        """(Re)insert one group's units at their keys' positions (bisection)."""
+        keys, units = self.keys, self.units
+        for old, unit in self.entries_of.pop(key, []):
+            i = bisect_left(keys, old)
+            while units[i] is not unit:
+                i += 1
+            del keys[i], units[i]
+        found = self.groups.get(key)
+        if found is None:
+            return
+        entries = [(ext.victim_key(u), u) for u in found[2]]
+        for new, unit in entries:
+            i = bisect_left(keys, new)
+            keys.insert(i, new)
+            units.insert(i, unit)
+        self.entries_of[key] = entries
+
+
+def _same_units(a: list[VictimUnit], b: list[VictimUnit]) -> bool:
+    """Same units by identity of what they hold (rebuilt units are new objects)."""
+    return len(a) == len(b) and all(
+        u.group is v.group
+        and u.surplus == v.surplus
+        and u.borrowed == v.borrowed
+        and u.order == v.order
+        and len(u.tasks) == len(v.tasks)
+        and all(x is y for x, y in zip(u.tasks, v.tasks, strict=True))
+        for u, v in zip(a, b, strict=True)
+    )
+
+
+def ordered_candidates(
+    state: SessionState, ext: Extensions, preemptor: GroupInfo, purpose: Purpose
+) -> list[VictimUnit]:
+    """``victim_units`` sorted by victim key (the preemptor's own units included: callers skip
+    them), kept across preemptors and patched where something changed (:class:`VictimOrder`)."""
+    scope = (purpose, preemptor.queue if purpose is Purpose.PREEMPT else 0)
+    order = state.victim_orders.get(scope)
+    if order is not None:
+        order.refresh(state, ext, purpose)
+        return order.units
+    tree = state.queues
+    order = VictimOrder(
+        tree.allocated.copy(),
+        tree.leaving.copy(),
+        tree.deserved.copy(),
+        _over(state),
+        len(state.touched),
+    )
+    for h in _candidate_groups(state, preemptor, purpose):
+        if h.held_count > 0:
+            order.track(state, h)
+    entries = [
+        (ext.victim_key(u), u, key) for key, (_, _, units) in order.groups.items() for u in units
+    ]
+    entries.sort(key=_first)
+    order.keys = [k for k, _, _ in entries]
+    order.units = [u for _, u, _ in entries]
+    for k, u, key in entries:
+        order.entries_of.setdefault(key, []).append((k, u))
+    state.victim_orders[scope] = order
+    return order.units
+
+
+def _first(entry: tuple[tuple[object, ...], VictimUnit, int]) -> tuple[object, ...]:
+    return entry[0]
+
+
+def _candidate_groups(
+    state: SessionState, preemptor: GroupInfo, purpose: Purpose
+) -> list[GroupInfo]:
+    if purpose is Purpose.PREEMPT:
+        return state.groups_by_queue.get(preemptor.queue, [])
+    # Reclaim can only take from queues above their share or overcommitted, or borrowers.
+    over = _over(state)
+    groups: list[GroupInfo] = []
+    for q in over:
+        groups.extend(state.groups_by_queue.get(q, []))
+    groups.extend(g for g in _borrowers(state) if g.queue not in over)
+    return groups
+
+
+def _over(state: SessionState) -> set[int]:
+    """Queues that keep more than their share (terminating pods are not kept)."""
+    tree = state.queues
+    kept = tree.allocated - tree.leaving
+    return set(np.flatnonzero((kept > tree.deserved + _EPS).any(axis=1)).tolist())
 
 
 def _borrowers(state: SessionState) -> list[GroupInfo]:
@@ -175,22 +347,36 @@ def make_room(
     need = np.sum([t.req for t in tasks], axis=0)
     if not ext.victims_possible(g, purpose):
         return RoomOutcome(False, [], message="no job may be preempted for it")
-    # Marked victims may sit in any queue (a delayed reclaim marks other queues' jobs), so
-    # look at exactly those groups.
-    candidates = (
-        victim_units(state, g, purpose)
-        if only is None
-        else [
+    # Candidates in victim order; whether each is a victim for ``g`` is asked once, when a
+    # search first reaches it (the answer does not depend on when: searches put back what
+    # they try).
+    ordered: list[VictimUnit]
+    if only is not None:
+        # Marked victims may sit in any queue (a delayed reclaim marks other queues' jobs), so
+        # look at exactly those groups.
+        ordered = [
             u
             for uid in sorted(set(only))
             if uid in state.group_by_uid
             for u in _cached_units(state, state.group_by_uid[uid])
         ]
-    )
-    units = [u for u in candidates if not u.group.preemption_done and ext.is_victim(g, u, purpose)]
-    if not units:
+        ordered.sort(key=ext.victim_key)
+    elif config.victim_order_cache:
+        ordered = ordered_candidates(state, ext, g, purpose)
+    else:  # the straightforward way, kept to check the cached order against (tests, bench)
+        ordered = sorted(victim_units(state, g, purpose), key=ext.victim_key)
+    answers: dict[int, bool] = {}
+
+    def eligible(u: VictimUnit) -> bool:
+        found = answers.get(id(u))
+        if found is None:
+            found = answers[id(u)] = (
+                u.group is not g and not u.group.preemption_done and ext.is_victim(g, u, purpose)
+            )
+        return found
+
+    if not any(eligible(u) for u in ordered):
         return RoomOutcome(False, [], message="no job may be preempted for it")
-    units.sort(key=lambda u: ext.victim_key(g, u))
     if reason is None:
         reason = EvictReason.PREEMPTED if purpose is Purpose.PREEMPT else EvictReason.RECLAIMED
     node_sets: list[NodeSet] = list(ext.candidate_sets(g, state.nodes.schedulable))
@@ -200,7 +386,9 @@ def make_room(
     for node_set in node_sets:
         # The bound on victims (session time) applies to those that could help here, so
         # many that cannot (e.g. CPU pods for a GPU job) never hide one that can.
-        helpful = _relevant(state, units, node_set.mask, need)[: config.max_victims_per_preemptor]
+        helpful = _relevant(
+            state, ordered, eligible, node_set.mask, need, config.max_victims_per_preemptor
+        )
         considered = max(considered, len(helpful))
         if not helpful:
             continue
@@ -231,11 +419,15 @@ def make_room(
 def _relevant(
     state: SessionState,
     units: list[VictimUnit],
+    eligible: Callable[[VictimUnit], bool],
     mask: NDArray[np.bool_],
     need: NDArray[np.float64],
+    limit: int,
 ) -> list[VictimUnit]:
-    """Units holding, on ``mask``, some of what the gang lacks there (every resource it asks
-    for when the room adds up but is fragmented)."""
+    """The first ``limit`` eligible units holding, on ``mask``, some of what the gang lacks
+    there (every resource it asks for when the room adds up but is fragmented)."""
+    if limit <= 0:
+        return []
     room = np.maximum(state.free[mask], 0.0).sum(axis=0)
     short = need > room + _EPS
     if not short.any():
@@ -250,8 +442,11 @@ def _relevant(
             if found is None:
                 found = helps[id(t.req)] = bool((t.req[short] > 0).any())
             if found:
-                out.append(u)
+                if eligible(u):
+                    out.append(u)
                 break
+        if len(out) >= limit:
+            break
     return out
 
 

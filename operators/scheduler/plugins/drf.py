@@ -33,7 +33,7 @@ class Drf:
         return (float(share.max()),)
 
     @staticmethod
-    def victim_key(preemptor: GroupInfo, unit: VictimUnit) -> SortKey:
+    def victim_key(unit: VictimUnit) -> SortKey:
         prio = sum(
             t.task.priority if t.task.priority is not None else unit.group.pg.priority
             for t in unit.tasks

@@ -46,7 +46,7 @@ def _ready(g: GroupInfo) -> bool:
     return g.gang_satisfied()
 
 
-def _victim_key(preemptor: GroupInfo, unit: VictimUnit) -> SortKey:
+def _victim_key(unit: VictimUnit) -> SortKey:
     return (0.0 if unit.surplus else 1.0,)
 
 

@@ -142,7 +142,7 @@ class Pools:
         return None
 
     @staticmethod
-    def victim_key(preemptor: GroupInfo, unit: VictimUnit) -> SortKey:
+    def victim_key(unit: VictimUnit) -> SortKey:
         return (0.0 if unit.borrowed else 1.0,)
 
 

@@ -67,7 +67,7 @@ def _victim_precheck(preemptor: GroupInfo, purpose: Purpose) -> bool | None:
     return None
 
 
-def _victim_key(preemptor: GroupInfo, unit: VictimUnit) -> SortKey:
+def _victim_key(unit: VictimUnit) -> SortKey:
     return (float(unit.group.priority[0]), float(unit.group.priority[1]))
 
 

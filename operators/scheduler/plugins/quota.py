@@ -213,7 +213,7 @@ class Quota:
             return False
         return None
 
-    def victim_key(self, preemptor: GroupInfo, unit: VictimUnit) -> SortKey:
+    def victim_key(self, unit: VictimUnit) -> SortKey:
         g = unit.group
         over = bool(g.pg.overcommit and g.queue >= 0 and self.tree.overcommit[g.queue])
         share = self.tree.share(g.queue) if g.queue >= 0 else 0.0
