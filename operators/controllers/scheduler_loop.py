@@ -55,6 +55,10 @@ class SchedulerOperator:
         self._stopping = asyncio.Event()
         self._half_bound_since: dict[str, float] = {}
         self._last_result: SessionResult | None = None
+        # Cache changes seen (any kind), and their count when the last session took its
+        # snapshot: the safety tick skips a session over an unchanged cache.
+        self._changes = 0
+        self._changes_at_session = -1
         self.cycles = 0
         self._relists_seen: dict[str, int] = {}
         self._triggers_seen: dict[str, int] = {}
@@ -65,6 +69,7 @@ class SchedulerOperator:
     # ----------------------------------------------------------------------------------------
 
     def _on_change(self, kind: ChangeKind) -> None:
+        self._changes += 1
         if kind == "schedule":
             self._schedule_wanted = True
         self._wake.set()
@@ -277,11 +282,7 @@ class SchedulerOperator:
             if woke:
                 await asyncio.sleep(self.settings.coalesce_seconds)
             self._wake.clear()
-            timed_work = not woke and (
-                self.cache.has_pending_work()
-                or self._half_bound_since
-                or bool(self.cache.preemption_deadlines())
-            )
+            timed_work = not woke and self._timed_session_due()
             if self._schedule_wanted or timed_work:
                 self._schedule_wanted = False
                 try:
@@ -304,6 +305,28 @@ class SchedulerOperator:
                 self._write_pod_reasons(applier, status, known, now)
                 self._export_triggers()
 
+    def _timed_session_due(self) -> bool:
+        """Woken by no event (a deadline or the safety tick): is a session due?
+
+        Deadlines, half-bound gangs and binding backoffs always get one. Pending work gets one
+        only if the cache changed since the last session's snapshot (or an assumed binding may
+        expire): the core decides from the snapshot alone, and time enters only through the
+        deadlines and backoffs above, so a session over an unchanged cache would decide what
+        the last one decided (on a full cluster with a backlog: nothing, at the price of a full
+        session every tick)."""
+        if self._half_bound_since or self.cache.preemption_deadlines():
+            return True
+        if self._backoff is not None and self._backoff.current(self.cache.has_group):
+            return True
+        if not self.cache.has_pending_work():
+            return False
+        if self.cache.assumed or self._changes != self._changes_at_session:
+            self.cache.triggers["tick"] += 1
+            return True
+        self.cache.triggers["tick-unchanged"] += 1
+        self._export_triggers()
+        return False
+
     @staticmethod
     def _write_pod_reasons(
         applier: DecisionApplier, status: StatusWriter, result: SessionResult, now: float
@@ -318,6 +341,7 @@ class SchedulerOperator:
         self.cycles += 1
         self.cache.expire_assumptions(now, self.settings.assume_ttl_seconds)
         rejections = applier.backoff.current(self.cache.has_group)
+        self._changes_at_session = self._changes
         snap = self.cache.snapshot(now, status.implicit_marks, rejections)
         t1 = time.perf_counter()
         # The snapshot is immutable, so the session can run off the event loop while watches

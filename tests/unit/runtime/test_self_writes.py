@@ -169,3 +169,21 @@ def test_an_earlier_echo_arriving_after_a_newer_write_is_still_ours() -> None:
     # Both echoes are accounted for: the same phase again, from someone else, is news.
     h.group({**raw, "status": {"phase": "Inqueue"}})
     assert h.changes == ["schedule"]
+
+
+async def test_the_safety_tick_skips_a_session_over_an_unchanged_cache() -> None:
+    """A pod that does not fit stays pending; the tick re-runs the session only once something
+    changed since the last one (here a new node)."""
+    loop = Loop()
+    loop.api.add("node", node("n0"))
+    loop.api.add("pod", pod("big", cpu="128"))
+    await loop.settle()
+    assert loop.sessions == 1
+    assert loop.op.cache.has_pending_work()
+    await loop.settle()  # the echoes of the session's own status writes arrive
+    loop.op._changes_at_session = loop.op._changes  # as if a tick session had just run
+    assert not loop.op._timed_session_due()
+    assert loop.op.cache.triggers["tick-unchanged"] == 1
+    loop.api.add("node", node("n1"))
+    assert loop.op._timed_session_due()
+    assert loop.op.cache.triggers["tick"] == 1
