@@ -930,12 +930,13 @@ def test_non_preemptible_work_waits_for_in_quota_room(
             core.create_namespaced_pod(namespace, pod(f"steady-{i}", group="steady"))
 
         def waiting() -> dict[str, Any] | None:
+            # Until all 3 pods exist the reason is NotEnoughTasks; then it must be this one.
             status = custom.get_namespaced_custom_object(*group_api, "steady").get("status") or {}
             found = [c for c in status.get("conditions") or [] if c["type"] == "Unschedulable"]
-            return found[0] if found and found[0]["status"] == "True" else None
+            wanted = found and found[0]["reason"] == "NonPreemptibleOverQuota"
+            return found[0] if wanted and found[0]["status"] == "True" else None
 
-        why = wait_for(waiting, 30, "steady waits", sched)
-        assert why["reason"] == "NonPreemptibleOverQuota", why
+        why = wait_for(waiting, 60, "steady waits: NonPreemptibleOverQuota", sched)
         assert f"queue '{team_a}'" in why["message"]
         assert not bound(core, namespace, "steady-")
         custom.patch_namespaced_custom_object(*group_api, "steady", {"spec": {"preemptible": True}})

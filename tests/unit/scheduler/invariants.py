@@ -128,10 +128,11 @@ def no_priority_inversion(snap: Snapshot, result: SessionResult) -> None:
 def guarantees_hold(snap: Snapshot, result: SessionResult) -> None:
     """No queue (at any level of the tree) is taken below its guarantee by work of queues
     outside it: what it held, less what this session evicts from it for preemptors outside it,
-    is at least its guarantee (or all it held, if that was less). Pods already terminating count
-    on neither side: they are gone whatever this session does. Moves inside the queue (its own
-    jobs preempting each other) are not its guarantee's business. A job borrowed wholly onto
-    another pool goes back to that pool whatever the quota, so it does not count."""
+    plus what this session places for it, is at least its guarantee (or all it held, if that was
+    less). Pods already terminating count on neither side: they are gone whatever this session
+    does. Moves inside the queue (its own jobs preempting each other) are not its guarantee's
+    business. A job borrowed wholly onto another pool goes back to that pool whatever the
+    quota, so it does not count."""
     queues = _queues(snap)
     groups = {g.uid: g for g in snap.groups}
     tasks = {t.uid: t for t in snap.tasks}
@@ -151,10 +152,16 @@ def guarantees_hold(snap: Snapshot, result: SessionResult) -> None:
                 if tasks[uid].status == TaskStatus.BOUND:
                     for name, value in tasks[uid].requests.items():
                         lost[q][name] += value
+    gained: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for d in result.decisions:
+        if isinstance(d, Bind | Nominate):
+            for q in _chain(queues, groups[d.group].queue):
+                for name, value in tasks[d.task].requests.items():
+                    gained[q][name] += value
     for name, taken in lost.items():
         for resource, floor in queues[name].guarantee.items():
             had = before[name].get(resource, 0)
-            has = had - taken.get(resource, 0)
+            has = had - taken.get(resource, 0) + gained[name].get(resource, 0)
             assert has >= min(had, floor), (name, resource, had, has, floor)
 
 
