@@ -17,7 +17,8 @@ from pathlib import Path
 from threading import Lock
 
 
-def serve(port: int, out: Path) -> None:
+def make_server(port: int, out: Path, host: str = "0.0.0.0") -> ThreadingHTTPServer:
+    """The receiver, bound but not serving yet (port 0: any free port)."""
     seen: set[str] = set()
     lock = Lock()
 
@@ -26,7 +27,7 @@ def serve(port: int, out: Path) -> None:
             try:
                 event = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
                 event_id = str(event["id"])
-            except (ValueError, KeyError):
+            except (ValueError, KeyError, TypeError):
                 self.send_response(400)  # malformed: retrying would not help
                 self.end_headers()
                 return
@@ -35,15 +36,20 @@ def serve(port: int, out: Path) -> None:
                     with out.open("a") as f:
                         f.write(json.dumps(event) + "\n")
                     seen.add(event_id)
-                    data = event.get("data", {})
-                    print(event["type"], data.get("namespace"), data.get("job"), data.get("seq"))  # noqa: T201
+                    data = event.get("data")
+                    data = data if isinstance(data, dict) else {}
+                    print(event.get("type"), data.get("namespace"), data.get("job"), data.get("seq"))  # noqa: T201
             self.send_response(204)
             self.end_headers()
 
         def log_message(self, *_: object) -> None:
             return None
 
-    ThreadingHTTPServer(("0.0.0.0", port), Handler).serve_forever()
+    return ThreadingHTTPServer((host, port), Handler)
+
+
+def serve(port: int, out: Path) -> None:
+    make_server(port, out).serve_forever()
 
 
 if __name__ == "__main__":

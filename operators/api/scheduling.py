@@ -529,7 +529,7 @@ class QueueReason(StrEnum):
 
 class QueueStatus(StatusModel):
     """Writers (docs/admin.md): the scheduler writes deserved, allocated, pending, inqueue and
-    running; the queue operator writes state, guaranteed, observedGeneration and conditions."""
+    running; the queue operator writes state, observedGeneration and conditions."""
 
     state: QueueState | None = Field(
         default=None, description="Open, Closing (closed, work still running) or Closed."
@@ -538,9 +538,6 @@ class QueueStatus(StatusModel):
         default=None, description="Fair share computed by the scheduler."
     )
     allocated: ResourceList | None = None
-    guaranteed: ResourceList | None = Field(
-        default=None, description="Effective guarantee after checking against the parent."
-    )
     pending: Count | None = Field(default=None, description="PodGroups Pending.")
     inqueue: Count | None = Field(default=None, description="PodGroups Inqueue.")
     running: Count | None = Field(default=None, description="PodGroups Running.")

@@ -37,7 +37,6 @@ class QueueObject:
     generation: int
     status: Mapping[str, Any]
     uid: str = ""
-    guarantee_text: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     @property
     def admitted_work(self) -> int:
@@ -53,22 +52,18 @@ def queue_object(body: Mapping[str, Any]) -> QueueObject:
         spec_state = QueueSpecState(str(spec.get("state") or "Open"))
     except ValueError:
         spec_state = QueueSpecState.OPEN
-    raw_guarantee = spec.get("guarantee")
     return QueueObject(
         name=q.name,
         parent=q.parent,
-        guarantee=q.guarantee,
+        # The spec's guarantee, not the scheduler's effective one (nothing while invalid):
+        # validity is decided from what the admin asked for.
+        guarantee=R.resources(spec.get("guarantee")),
         capability=q.capability,
         spec_state=spec_state,
         created=R.timestamp(meta.get("creationTimestamp")),
         generation=int(meta.get("generation") or 0),
         status=dict(body.get("status") or {}),
         uid=str(meta.get("uid") or ""),
-        guarantee_text=(
-            {str(k): str(v) for k, v in raw_guarantee.items()}
-            if isinstance(raw_guarantee, Mapping)
-            else {}
-        ),
     )
 
 
@@ -200,7 +195,7 @@ def _fit_guarantees(parent: QueueObject, kids: Iterable[QueueObject]) -> dict[st
 
 def queue_status_patch(queue: QueueObject, verdict: Verdict, now: str) -> dict[str, Any] | None:
     """The operator's status fields for one queue as a merge patch, or None when the API already
-    has them. An invalid queue guarantees nothing."""
+    has them."""
     old = next(
         (
             c
@@ -218,25 +213,11 @@ def queue_status_patch(queue: QueueObject, verdict: Verdict, now: str) -> dict[s
         "message": verdict.message,
         "lastTransitionTime": old.get("lastTransitionTime") if same and old else now,
     }
-    guaranteed = dict(queue.guarantee_text) if verdict.valid and queue.guarantee_text else None
     desired: dict[str, Any] = {
         "state": observed_state(queue).value,
-        "guaranteed": guaranteed,
         "observedGeneration": queue.generation,
         "conditions": [condition],
     }
     if all(queue.status.get(k) == v for k, v in desired.items()):
         return None
-    desired["guaranteed"] = map_patch(queue.status.get("guaranteed"), guaranteed)
     return desired
-
-
-def map_patch(old: object, new: Mapping[str, str] | None) -> dict[str, str | None] | None:
-    """A JSON merge patch turning map `old` into `new`: keys that went away are nulled (a merge
-    patch keeps keys it does not mention); None removes the whole map."""
-    if not new:
-        return None
-    patch: dict[str, str | None] = dict(new)
-    if isinstance(old, Mapping):
-        patch.update({str(k): None for k in old if k not in new})
-    return patch

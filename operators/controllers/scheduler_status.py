@@ -14,7 +14,6 @@ so an explanation with a moving figure in it cannot become a write storm.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import functools
 import logging
 from collections.abc import Callable, Iterable, Mapping
@@ -26,6 +25,7 @@ import aiohttp
 from operators.api import labels as L
 from operators.api.quantity import format_quantity
 from operators.api.scheduling import PodGroup, Pool, Queue
+from operators.controllers.scheduler_phase import GroupCounts, next_phase
 from operators.runtime import records as R
 from operators.runtime.cache import FINISHED_PHASES, SchedulerCache
 from operators.runtime.client import ApiError, KubeClient
@@ -52,13 +52,6 @@ Warn = Callable[[str, str, str], None]
 _HAPPY = (D.ReasonCode.SCHEDULED, D.ReasonCode.ADMITTED)
 
 
-@dataclasses.dataclass(frozen=True)
-class GroupCounts:
-    bound: int  # bound, running or assumed: holds a node
-    running: int  # pod phase Running
-    pending: int  # no node yet
-
-
 def count_members(cache: SchedulerCache, group_uid: str) -> GroupCounts:
     bound = running = pending = 0
     for rec in cache.members(group_uid):
@@ -75,32 +68,6 @@ def count_members(cache: SchedulerCache, group_uid: str) -> GroupCounts:
         else:
             pending += 1
     return GroupCounts(bound, running, pending)
-
-
-def next_phase(
-    current: S.GroupPhase, decided: S.GroupPhase | None, min_member: int, counts: GroupCounts
-) -> S.GroupPhase:
-    """The phase the scheduler writes: the core's decision if any, else derived from the pods."""
-    if counts.bound >= max(min_member, 1):  # minMember 0: running once anything runs
-        return S.GroupPhase.RUNNING
-    if decided is S.GroupPhase.RUNNING:
-        # Placed by the core, bindings not confirmed yet: Running is written by the status
-        # pass that the watch's confirmation of the last member triggers.
-        keep = (S.GroupPhase.RUNNING, S.GroupPhase.UNKNOWN)
-        return current if current in keep else S.GroupPhase.INQUEUE
-    if decided is not None:
-        return decided
-    if current in (S.GroupPhase.RUNNING, S.GroupPhase.UNKNOWN):
-        if counts.bound:
-            return S.GroupPhase.UNKNOWN  # it ran and lost pods; part of it still runs
-        if counts.pending:
-            return S.GroupPhase.PENDING  # its pods were re-created (a restarted job): admit again
-        # Every pod is gone. Finished pods leave the watch like deleted ones, so the scheduler
-        # cannot tell a finished gang from a broken one: the PodGroup operator, which sees the
-        # pods' final phases, writes Completed/Failed. Back to Pending would make enqueue reserve
-        # the minimum again for a job that is done.
-        return current
-    return current
 
 
 def _condition(
@@ -351,8 +318,8 @@ class StatusWriter:
             grp = rec.group
             if grp.phase in FINISHED_PHASES or rec.uid in self._in_flight:
                 continue
-            counts = count_members(self.cache, rec.uid)
             old = dict(rec.status)
+            counts = count_members(self.cache, rec.uid)
             phase = next_phase(grp.phase, decided.get(rec.uid), grp.min_member, counts)
             desired: dict[str, Any] = {
                 "phase": phase.value,

@@ -558,18 +558,21 @@ def queue(obj: JsonDict) -> S.Queue:
         state = S.QueueState.OPEN
     weight = spec.get("weight") or 1
     delay = spec.get("preemptionDelaySeconds", 0)
+    invalid = _invalid(status.get("conditions"))
     return S.Queue(
         name=name,
         parent=None if name == S.ROOT_QUEUE else str(spec.get("parent") or S.ROOT_QUEUE),
         weight=_float(weight, 1.0) if not isinstance(weight, Mapping) else 1.0,
-        guarantee=MappingProxyType(resources(spec.get("guarantee"))),
+        # A queue the queue operator found invalid guarantees nothing: its guarantee may be the
+        # one that overflows its parent's (docs/admin.md "Queues").
+        guarantee=MappingProxyType({} if invalid else resources(spec.get("guarantee"))),
         capability=MappingProxyType(resources(spec.get("capability"))),
         overcommit=bool(spec.get("overcommit", False)),
         reclaimable=bool(spec.get("reclaimable", True)),
         state=state,
         tenants=_tenants(spec.get("tenants")),
         preemption_delay=_delay(delay) or 0.0,
-        closed_reason=_invalid(status.get("conditions")),
+        closed_reason=invalid,
     )
 
 

@@ -9,7 +9,6 @@ from typing import Any
 from operators.api.scheduling import QueueReason, QueueSpecState, QueueState
 from operators.controllers.queue_tree import (
     QueueObject,
-    map_patch,
     observed_state,
     queue_object,
     queue_status_patch,
@@ -103,27 +102,32 @@ def test_state_table_closing_waits_for_admitted_work() -> None:
     assert observed_state(q("a", status={"running": 1})) is QueueState.OPEN
 
 
-def test_status_patch_only_when_changed_and_invalid_queues_guarantee_nothing() -> None:
-    queue = dataclasses.replace(q("a", guarantee={"cpu": 1000}), guarantee_text={"cpu": "1"})
+def test_status_patch_only_when_changed() -> None:
+    queue = q("a", guarantee={"cpu": 1000})
     (verdict,) = validate(tree(queue)).values()
     patch = queue_status_patch(queue, verdict, "t1")
     assert patch is not None
     assert patch["state"] == "Open"
-    assert patch["guaranteed"] == {"cpu": "1"}
+    assert "guaranteed" not in patch  # the scheduler derives the effective guarantee itself
     assert patch["conditions"][0]["status"] == "True"
     written = dataclasses.replace(queue, status=patch)
     assert queue_status_patch(written, verdict, "t2") is None
     orphan = dataclasses.replace(written, parent="gone")
     patch2 = queue_status_patch(orphan, validate(tree(orphan))["a"], "t3")
     assert patch2 is not None
-    assert patch2["guaranteed"] is None
     assert patch2["conditions"][0]["reason"] == "ParentNotFound"
     assert patch2["conditions"][0]["lastTransitionTime"] == "t3"
 
 
-def test_map_patch_nulls_keys_that_went_away() -> None:
-    assert map_patch({"cpu": "1", "memory": "2Gi"}, {"cpu": "2"}) == {"cpu": "2", "memory": None}
-    assert map_patch({"cpu": "1"}, {}) is None
+def test_an_invalid_queue_is_judged_by_its_spec_guarantee() -> None:
+    # The scheduler's reading of an invalid queue guarantees nothing; the operator must still see
+    # the guarantee that broke the rule, or the verdict would flip back and forth.
+    body = {
+        "metadata": {"name": "greedy"},
+        "spec": {"guarantee": {"cpu": "4"}},
+        "status": {"conditions": [{"type": "Valid", "status": "False", "reason": "x"}]},
+    }
+    assert queue_object(body).guarantee == {"cpu": 4000}
 
 
 def test_queue_object_reads_the_api_shape() -> None:
@@ -144,6 +148,5 @@ def test_queue_object_reads_the_api_shape() -> None:
         "u1",
     )
     assert obj.guarantee == {"cpu": 2000, "nvidia.com/gpu": 4}
-    assert obj.guarantee_text == {"cpu": "2", "nvidia.com/gpu": "4"}
     assert observed_state(obj) is QueueState.CLOSING
     assert queue_object({"metadata": {"name": "x"}, "spec": {}}).parent == "root"

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 from operators.runtime import records as R
 from operators.scheduler import snapshot as S
 
@@ -77,6 +79,21 @@ def test_podgroup_spec_and_preemption_status() -> None:
     assert mark.role is S.PreemptionRole.WILL_EVICT
     assert mark.peers == ("ns/big",)
     assert R.rfc3339(mark.deadline) == "2026-11-22T09:00:00Z"
+
+
+def test_an_invalid_queue_is_closed_and_guarantees_nothing() -> None:
+    body: dict[str, Any] = {
+        "metadata": {"name": "greedy"},
+        "spec": {"guarantee": {"cpu": "4"}},
+        "status": {
+            "conditions": [{"type": "Valid", "status": "False", "reason": "GuaranteeOvercommitted"}]
+        },
+    }
+    q = R.queue(body)
+    assert q.guarantee == {}
+    assert q.closed_reason.startswith("GuaranteeOvercommitted")
+    body["status"]["conditions"][0]["status"] = "True"
+    assert R.queue(body).guarantee == {"cpu": 4000}
 
 
 def test_queue_pool_topology() -> None:

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from operators.controllers.scheduler_phase import GroupCounts, next_phase
 from operators.controllers.scheduler_status import (
-    GroupCounts,
     StatusWriter,
     _comparable,
     count_members,
     desired_conditions,
     format_resources,
-    next_phase,
 )
 from operators.runtime.metrics import SchedulerMetrics
 from operators.scheduler import decisions as D
@@ -22,37 +21,6 @@ from .factories import pod, podgroup
 from .test_cache import Harness
 
 P = S.GroupPhase
-
-
-def test_phase_follows_bound_members_then_the_core() -> None:
-    assert next_phase(P.INQUEUE, None, 4, GroupCounts(bound=4, running=0, pending=0)) is P.RUNNING
-    assert next_phase(P.PENDING, P.INQUEUE, 4, GroupCounts(0, 0, 4)) is P.INQUEUE
-    assert next_phase(P.INQUEUE, None, 4, GroupCounts(0, 0, 4)) is P.INQUEUE
-    # It ran and lost pods: Unknown while some still run; Pending once re-created pods wait.
-    assert next_phase(P.RUNNING, None, 4, GroupCounts(2, 2, 2)) is P.UNKNOWN
-    assert next_phase(P.RUNNING, None, 4, GroupCounts(0, 0, 4)) is P.PENDING
-    assert next_phase(P.UNKNOWN, None, 4, GroupCounts(0, 0, 4)) is P.PENDING
-
-
-def test_a_gang_whose_pods_all_left_the_watch_is_not_re_admitted() -> None:
-    # Succeeded pods leave the watch like deleted ones: the phase stays (Completed/Failed are
-    # the PodGroup operator's), so enqueue never reserves the minimum of a finished job again.
-    assert next_phase(P.RUNNING, None, 4, GroupCounts(0, 0, 0)) is P.RUNNING
-    assert next_phase(P.UNKNOWN, None, 4, GroupCounts(0, 0, 0)) is P.UNKNOWN
-    assert next_phase(P.RUNNING, None, 4, GroupCounts(1, 1, 0)) is P.UNKNOWN
-
-
-def test_min_member_zero_runs_only_once_a_pod_runs() -> None:
-    assert next_phase(P.INQUEUE, None, 0, GroupCounts(0, 0, 3)) is P.INQUEUE
-    assert next_phase(P.INQUEUE, None, 0, GroupCounts(1, 1, 2)) is P.RUNNING
-
-
-def test_running_waits_for_confirmed_bindings() -> None:
-    # The core placed the gang but the watch has confirmed only 1 of 4 bindings.
-    assert next_phase(P.INQUEUE, P.RUNNING, 4, GroupCounts(1, 0, 3)) is P.INQUEUE
-    assert next_phase(P.PENDING, P.RUNNING, 4, GroupCounts(0, 0, 4)) is P.INQUEUE
-    assert next_phase(P.UNKNOWN, P.RUNNING, 4, GroupCounts(3, 3, 1)) is P.UNKNOWN
-    assert next_phase(P.INQUEUE, P.RUNNING, 4, GroupCounts(4, 0, 0)) is P.RUNNING
 
 
 def test_conditions_carry_the_explanation_and_keep_transition_times() -> None:
