@@ -67,17 +67,26 @@ class WriteLog:
         self._last[key] = status
 
     def summary(self) -> dict[str, dict[str, float]]:
+        """Per kind: writes, objects written, and the most writes one object got within any 1 s
+        and any 10 s (as seen by this watch: under load the API server delivers events in
+        bunches, so the 10 s figure shows the sustained rate better than the 1 s one)."""
         out: dict[str, dict[str, float]] = {}
         for (kind, _), times in self.times.items():
-            row = out.setdefault(kind, {"writes": 0, "objects": 0, "max_in_1s": 0})
+            row = out.setdefault(kind, {"writes": 0, "objects": 0, "max_in_1s": 0, "max_in_10s": 0})
             row["writes"] += len(times)
             row["objects"] += 1
-            start = 0
-            for end, t in enumerate(times):
-                while t - times[start] > 1.0:
-                    start += 1
-                row["max_in_1s"] = max(row["max_in_1s"], end - start + 1)
+            row["max_in_1s"] = max(row["max_in_1s"], _most_within(times, 1.0))
+            row["max_in_10s"] = max(row["max_in_10s"], _most_within(times, 10.0))
         return out
+
+
+def _most_within(times: list[float], window: float) -> int:
+    most = start = 0
+    for end, t in enumerate(times):
+        while t - times[start] > window:
+            start += 1
+        most = max(most, end - start + 1)
+    return most
 
 
 async def watch_kind(client: KubeClient, kind: str, path: str, log: WriteLog) -> None:
@@ -139,11 +148,13 @@ def _text(path: pathlib.Path) -> str:
     return path.read_text(errors="replace") if path.exists() else ""
 
 
-async def started_up(log_path: pathlib.Path, within: float = 300) -> None:
+async def started_up(
+    log_path: pathlib.Path, within: float = 300, names: tuple[str, ...] = OPERATORS
+) -> None:
     """Wait until each operator has logged its start (importing kopf is slow on a busy box)."""
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
-        if all(f"operator {name} started" in _text(log_path) for name in OPERATORS):
+        if all(f"operator {name} started" in _text(log_path) for name in names):
             await asyncio.sleep(3)  # the initial listing
             return
         await asyncio.sleep(0.5)
@@ -153,6 +164,19 @@ async def started_up(log_path: pathlib.Path, within: float = 300) -> None:
 async def completed(client: KubeClient) -> int:
     groups, _ = await client.list(PodGroup.api_path(NAMESPACE))
     return sum((g.get("status") or {}).get("phase") == "Completed" for g in groups)
+
+
+async def finished_groups(client: KubeClient) -> int:
+    """Groups all of whose pods Succeeded (what kwok has done; the operator should follow)."""
+    pods, _ = await client.list(f"/api/v1/namespaces/{NAMESPACE}/pods")
+    open_groups: set[str] = set()
+    groups: set[str] = set()
+    for pod in pods:
+        group = (pod["metadata"].get("annotations") or {}).get("scheduling.sluice.dev/pod-group")
+        groups.add(str(group))
+        if (pod.get("status") or {}).get("phase") != "Succeeded":
+            open_groups.add(str(group))
+    return len(groups - open_groups)
 
 
 async def bench(
@@ -226,14 +250,18 @@ async def bench(
                     ],
                 )
                 await asyncio.sleep(3)
-            deadline = time.monotonic() + 600
-            done = 0
-            while time.monotonic() < deadline:
-                done = await completed(client)
+            # Wait while groups keep completing (kwok is slow on a loaded machine), until all
+            # are done or nothing moved for `stall` seconds.
+            done, last_change, stall = 0, time.monotonic(), 180.0
+            while time.monotonic() - last_change < stall:
+                now_done = await completed(client)
+                if now_done != done:
+                    done, last_change = now_done, time.monotonic()
                 if done >= groups:
                     break
                 await asyncio.sleep(2)
             elapsed = time.monotonic() - started
+            pods_done = await finished_groups(client)
             await asyncio.sleep(3)  # let trailing writes arrive
         finally:
             for task in watchers:
@@ -250,6 +278,7 @@ async def bench(
     return {
         "peak_rss_mb": round(peak, 1),
         "groups_completed": done,
+        "groups_pods_succeeded": pods_done,
         "groups": groups,
         "pods": size * groups,
         "seconds": round(elapsed, 1),
@@ -262,14 +291,18 @@ def report(result: dict[str, Any], nodes: str) -> str:
         (
             f"pool+queue+podgroup operators, {nodes}, {result['pods']:,} pods in "
             f"{result['groups']:,} PodGroups ({result['groups_completed']:,} Completed in "
-            f"{result['seconds']} s)"
+            f"{result['seconds']} s; {result['groups_pods_succeeded']:,} groups had all pods "
+            "Succeeded)"
         ),
         f"peak RSS: {result['peak_rss_mb']} MB (target < 300 MB)",
-        "| kind | objects written | status writes | most writes to one object in 1 s |",
-        "|---|---|---|---|",
+        ("| kind | objects written | status writes | most writes to one object in 1 s | in 10 s |"),
+        "|---|---|---|---|---|",
     ]
     for kind, row in sorted(result["writes"].items()):
-        lines.append(f"| {kind} | {row['objects']} | {row['writes']} | {row['max_in_1s']} |")
+        lines.append(
+            f"| {kind} | {row['objects']} | {row['writes']} | {row['max_in_1s']} "
+            f"| {row['max_in_10s']} |"
+        )
     return "\n".join(lines)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -16,6 +17,8 @@ from operators.runtime import kubeconfig
 from operators.runtime.client import ApiError, KubeClient
 
 Run = Callable[[argparse.Namespace, KubeClient], Awaitable[int]]
+LocalRun = Callable[[argparse.Namespace], int]
+Arguments = Callable[[argparse.ArgumentParser], None]
 GPU = "nvidia.com/gpu"
 RESOURCE_ORDER = ("cpu", "memory", GPU, "ephemeral-storage", "pods")
 SHORT_NAMES = {"memory": "mem", GPU: "gpu", "ephemeral-storage": "storage"}
@@ -41,6 +44,47 @@ def shared_flags() -> argparse.ArgumentParser:
         "--request-timeout", type=float, default=30.0, help="seconds per API request"
     )
     return shared
+
+
+def _no_arguments(_: argparse.ArgumentParser) -> None:
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class Command:
+    """One `sluice` subcommand. Exactly one of `run` (async, given an API client built from the
+    shared connection flags) and `run_local` (needs no cluster, so takes none of those flags)."""
+
+    name: str
+    help: str
+    description: str
+    run: Run | None = None
+    run_local: LocalRun | None = None
+    arguments: Arguments = _no_arguments
+    """Adds the subcommand's own arguments to its parser."""
+
+
+def add_command(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser],
+    shared: argparse.ArgumentParser,
+    command: Command,
+) -> argparse.ArgumentParser:
+    """Add `command`'s parser, with the kubectl-like shared flags when it talks to a cluster."""
+    if (command.run is None) == (command.run_local is None):
+        raise ValueError(f"command {command.name!r}: give exactly one of run and run_local")
+    parser = sub.add_parser(
+        command.name,
+        parents=[] if command.run is None else [shared],
+        help=command.help,
+        description=command.description,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    command.arguments(parser)
+    if command.run is not None:
+        parser.set_defaults(run=command.run)
+    else:
+        parser.set_defaults(run_local=command.run_local)
+    return parser
 
 
 async def with_client(args: argparse.Namespace) -> int:

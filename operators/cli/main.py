@@ -1,10 +1,9 @@
 """Entry point of the `sluice` command, also installed as `kubectl-sluice` (`kubectl sluice ...`).
 
-Each subcommand lives in its own module with a `register(subparsers, shared)` function that adds
-its parser (with `parents=[shared]` for the kubectl-like connection flags and `-o`) and sets
-either `run` (async, called with the parsed arguments and an API client, returns an exit code)
-or `run_local` (no cluster needed, returns an exit code). To add one, write the module and add a
-line to SUBCOMMANDS.
+Each subcommand lives in its own module with a `COMMAND` (`common.Command`: name, help, its own
+arguments, and either `run`, async, called with the parsed arguments and an API client built from
+the kubectl-like shared flags, or `run_local`, needing no cluster); `common.add_command` builds
+its parser. To add one, write the module and add a line to SUBCOMMANDS.
 """
 
 from __future__ import annotations
@@ -47,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     shared = common.shared_flags()
     for module in SUBCOMMANDS:
-        importlib.import_module(module).register(sub, shared)
+        common.add_command(sub, shared, importlib.import_module(module).COMMAND)
     return parser
 
 

@@ -21,21 +21,13 @@ The figures are the scheduler's (Pool status); NODES is the pool operator's.
 """
 
 
-def register(sub: Any, shared: argparse.ArgumentParser) -> None:
-    parser = sub.add_parser(
-        "pools",
-        parents=[shared],
-        help="resources per pool and the cluster total",
-        description=HELP,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.set_defaults(run=run)
-
-
 async def run(args: argparse.Namespace, client: KubeClient) -> int:
     pools, _ = await client.list(Pool.api_path())
     data = summarise(pools)
     return common.emit(args, data, render(data))
+
+
+COMMAND = common.Command("pools", "resources per pool and the cluster total", HELP, run=run)
 
 
 def flags(spec: Mapping[str, Any]) -> str:

@@ -18,21 +18,15 @@ RUNNING count PodGroups. A queue with VALID False admits nothing new (see `kubec
 """
 
 
-def register(sub: Any, shared: argparse.ArgumentParser) -> None:
-    parser = sub.add_parser(
-        "queues",
-        parents=[shared],
-        help="the queue tree with guarantee/deserved/allocated/capability",
-        description=HELP,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.set_defaults(run=run)
-
-
 async def run(args: argparse.Namespace, client: KubeClient) -> int:
     queues, _ = await client.list(Queue.api_path())
     data = summarise(queues)
     return common.emit(args, data, render(data))
+
+
+COMMAND = common.Command(
+    "queues", "the queue tree with guarantee/deserved/allocated/capability", HELP, run=run
+)
 
 
 def _parent(obj: Mapping[str, Any], names: set[str]) -> str | None:

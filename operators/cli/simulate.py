@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from operators.cli import common
 from operators.scheduler.session import SessionConfig
 from operators.scheduler.snapshot import Node
 from operators.simulator import replay
@@ -30,17 +31,7 @@ if TYPE_CHECKING:
 POLICIES = ("sluice", "fifo-random", "fifo-bestfit")
 
 
-def register(
-    commands: argparse._SubParsersAction[argparse.ArgumentParser],
-    shared: argparse.ArgumentParser | None = None,
-) -> None:
-    """Needs no cluster, so it takes none of the `shared` connection flags."""
-    parser = commands.add_parser(
-        "simulate",
-        help="replay nodes and jobs through the scheduler core in simulated time",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+def arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--nodes", help="profile (lingjun, clos:AxTxN) or CSV")
     parser.add_argument("--jobs", type=Path, help="job CSV (RFold format)")
     parser.add_argument(
@@ -65,7 +56,6 @@ def register(
         help="network topology the gangs ask for (sluice policy only; default soft)",
     )
     parser.add_argument("--plot", type=Path, help="write GPUs in use over time (.png/.svg)")
-    parser.set_defaults(run_local=run)
 
 
 def load_nodes(spec: str) -> tuple[Node, ...]:
@@ -131,6 +121,15 @@ def run(args: argparse.Namespace) -> int:
         _plot(sim.timeline, gpus, args.plot)
         sys.stdout.write(f"plot written to {args.plot}\n")
     return 0
+
+
+COMMAND = common.Command(
+    "simulate",
+    "replay nodes and jobs through the scheduler core in simulated time",
+    __doc__ or "",
+    run_local=run,
+    arguments=arguments,
+)
 
 
 def _lines(stats: replay.ReplayStats, sessions: int) -> Sequence[tuple[str, str]]:

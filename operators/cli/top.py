@@ -20,18 +20,10 @@ tree): allocated, deserved (fair share), guarantee and capability in GPUs, and r
 """
 
 
-def register(sub: Any, shared: argparse.ArgumentParser) -> None:
-    parser = sub.add_parser(
-        "top",
-        parents=[shared],
-        help="GPU allocation per pool and per queue",
-        description=HELP,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+def arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--resource", default=common.GPU, help="resource to show (default: nvidia.com/gpu)"
     )
-    parser.set_defaults(run=run)
 
 
 async def run(args: argparse.Namespace, client: KubeClient) -> int:
@@ -40,6 +32,11 @@ async def run(args: argparse.Namespace, client: KubeClient) -> int:
     )
     data = summarise(pools, qs, args.resource)
     return common.emit(args, data, render(data))
+
+
+COMMAND = common.Command(
+    "top", "GPU allocation per pool and per queue", HELP, run=run, arguments=arguments
+)
 
 
 def _get(obj: Mapping[str, Any], part: str, field: str, resource: str) -> Decimal:

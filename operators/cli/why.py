@@ -74,19 +74,16 @@ UNBLOCK: Mapping[str, str] = {
 }
 
 
-def register(sub: Any, shared: argparse.ArgumentParser) -> None:
-    parser = sub.add_parser(
-        "why",
-        parents=[shared],
-        help="why a job, podgroup or pod waits, and what would unblock it",
-        description="Explain in plain words what a job, PodGroup or pod is waiting for, from "
-        "the conditions and Events the scheduler wrote. TARGET is KIND/NAME (kinds: job, "
-        "hybridjob, vcjob, podgroup, pod) or a bare NAME (tried as a PodGroup, then a pod, "
-        "then a job).",
-    )
+HELP = """\
+Explain in plain words what a job, PodGroup or pod is waiting for, from the conditions and Events
+the scheduler wrote. TARGET is KIND/NAME (kinds: job, hybridjob, vcjob, podgroup, pod) or a bare
+NAME (tried as a PodGroup, then a pod, then a job).
+"""
+
+
+def arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("target", metavar="TARGET", help="e.g. job/train, podgroup/pg, pod/p-0")
     parser.add_argument("-n", "--namespace", help="namespace (default: the context's)")
-    parser.set_defaults(run=run)
 
 
 async def run(args: argparse.Namespace, client: KubeClient) -> int:
@@ -103,6 +100,15 @@ async def run(args: argparse.Namespace, client: KubeClient) -> int:
             return common.emit(args, data, render(data))
     print(f"error: no {'/'.join(kinds)} named {name!r} in namespace {namespace!r}")
     return 1
+
+
+COMMAND = common.Command(
+    "why",
+    "why a job, podgroup or pod waits, and what would unblock it",
+    HELP,
+    run=run,
+    arguments=arguments,
+)
 
 
 async def _get(client: KubeClient, path: str) -> dict[str, Any] | None:

@@ -10,7 +10,9 @@ send an event again (at least once; receivers de-duplicate by id), but never ski
 - one worker per sink drains jobs with pending transitions, at most `concurrency` jobs at a time,
   each job strictly in `seq` order (the next event only after the previous one was acknowledged
   or given up on);
-- cursor and sink-statistics writes are coalesced: at most one patch per object per flush.
+- cursor and sink-statistics writes are coalesced: at most one patch per object per flush;
+- a sink's token Secret is watched by name (that one Secret only), so a rotated token is used
+  from the next attempt on, without editing the sink or restarting the operator.
 
 Settings: `operators.controllers.kopf_runner.KopfSettings` plus `EventsSettings` (prefix
 `--events-`, `SLUICE_EVENTS_`).
@@ -40,6 +42,7 @@ from operators.jobs.translog import TransitionRec
 from operators.runtime import kubeconfig, logs
 from operators.runtime.client import ApiError, KubeClient
 from operators.runtime.httpserver import ProbeServer
+from operators.runtime.informer import Informer, WatchedKind
 from operators.runtime.metrics import EventsMetrics
 from operators.runtime.settings import parse_settings
 from operators.runtime.sinks import SinkConfigError, SinkTarget, post_event, resolve
@@ -105,6 +108,7 @@ class Sink:
     depth: dict[Key, int] = dataclasses.field(default_factory=dict)
     wake: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
     worker: asyncio.Task[None] | None = None
+    secret_watch: asyncio.Task[None] | None = None
 
     @property
     def flt(self) -> EventFilter | None:
@@ -217,8 +221,10 @@ class EventsController:
         if event_type != "DELETED" and old is not None and old.generation == generation:
             return  # a status write (ours): nothing to reconfigure
         self.sinks.pop(name, None)
-        if old is not None and old.worker is not None:
-            old.worker.cancel()
+        if old is not None:
+            for task in (old.worker, old.secret_watch):
+                if task is not None:
+                    task.cancel()
         if event_type == "DELETED":
             with contextlib.suppress(KeyError):
                 self.metrics.outbox.remove(name)
@@ -235,9 +241,42 @@ class EventsController:
         sink.last_delivery = status.get("lastDeliveryTime") if old is None else old.last_delivery
         self.sinks[name] = sink
         sink.worker = self._spawn(self._sink_worker(sink), f"events-sink-{name}")
+        if spec.auth_secret_ref is not None:
+            sink.secret_watch = self._spawn(self._watch_secret(sink), f"events-secret-{name}")
         for key, view in self.jobs.items():
             self._route(key, view)
         self.dirty_sinks.add(name)
+
+    async def _watch_secret(self, sink: Sink) -> None:
+        """Re-read the sink's token whenever its Secret changes. The watch names that one
+        Secret (fieldSelector on its name), so no other Secret is ever read."""
+        ref = sink.spec.auth_secret_ref
+        assert ref is not None
+        kind = WatchedKind(
+            f"secret {ref.namespace}/{ref.name}",
+            f"/api/v1/namespaces/{ref.namespace}/secrets",
+            {"fieldSelector": f"metadata.name={ref.name}"},
+        )
+
+        def changed(*_: Any) -> None:
+            self._spawn(self._refresh(sink), f"events-refresh-{sink.name}")
+
+        informer: Informer[str] = Informer(
+            self.client, kind, lambda obj: str(obj["metadata"].get("resourceVersion")), changed
+        )
+        await informer.run()
+
+    async def _refresh(self, sink: Sink) -> None:
+        if self.sinks.get(sink.name) is not sink or sink.target is None:
+            return  # replaced, or still resolving for the first time (that reads it anyway)
+        try:
+            sink.target = await resolve(sink.spec, self.client)
+            sink.problem = ""
+        except SinkConfigError as err:
+            # The old token stays in use; Ready=False says the Secret is broken now.
+            sink.problem = sink.last_error = str(err)
+        self.dirty_sinks.add(sink.name)
+        self.flush_wake.set()
 
     # -- delivery -----------------------------------------------------------------------------
 

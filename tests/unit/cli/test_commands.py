@@ -1,0 +1,30 @@
+"""How `sluice` subcommands are declared and built (operators/cli/common.py add_command)."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from operators.cli import common, main, pools, simulate
+
+
+def test_cluster_commands_take_the_shared_flags_local_ones_do_not() -> None:
+    parser = main.build_parser()
+    args = parser.parse_args(["pools", "--context", "dev", "-o", "json"])
+    assert (args.run, args.context, args.output) == (pools.run, "dev", "json")
+    local = parser.parse_args(["simulate", "--nodes", "lingjun", "--jobs", "j.csv"])
+    assert local.run_local is simulate.run
+    with pytest.raises(SystemExit):
+        parser.parse_args(["simulate", "--nodes", "n", "--jobs", "j", "--context", "dev"])
+
+
+def test_a_command_needs_exactly_one_way_to_run() -> None:
+    sub = argparse.ArgumentParser().add_subparsers()
+    shared = common.shared_flags()
+    with pytest.raises(ValueError, match="exactly one"):
+        common.add_command(sub, shared, common.Command("x", "h", "d"))
+    with pytest.raises(ValueError, match="exactly one"):
+        common.add_command(
+            sub, shared, common.Command("y", "h", "d", run=pools.run, run_local=simulate.run)
+        )
