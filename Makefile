@@ -70,6 +70,11 @@ bench:  ## Benchmarks side by side (core; live cluster: bare loop, kube-schedule
 	$(BIN)/python -m bench.live --write docs/benchmarks.md
 	$(BIN)/python -m bench.admin
 	$(BIN)/python -m bench.jobs
+	$(BIN)/python -m bench.events
+
+.PHONY: soak
+soak:  ## Reliability runs at the issues' sizes (long): events with 50 jobs, a 30 s outage, a SIGKILL
+	SLUICE_SOAK_EVENTS_JOBS=50 SLUICE_SOAK_OUTAGE_SECONDS=30 $(BIN)/pytest e2e/test_events.py -q -k many_jobs -o timeout=1200
 
 .PHONY: quality
 quality:  ## Placement quality vs published results (long: cached runs resume) -> docs/quality.md

@@ -418,3 +418,133 @@ def test_why_explains_a_pod_naming_a_missing_podgroup(
     )
     assert "PodGroup 'nope' does not exist" in out.stdout
     assert "create the PodGroup" in out.stdout
+
+
+def pool_of_hosts(name: str, hosts: list[str], **flags: bool) -> dict[str, Any]:
+    selector = {
+        "matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": hosts}]
+    }
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "Pool",
+        "metadata": {"name": name},
+        "spec": {"nodeSelector": selector, **flags},
+    }
+
+
+@contextlib.contextmanager
+def nodes_of_own_pools(
+    core: client.CoreV1Api, custom: client.CustomObjectsApi, operators: Operators, count: int
+) -> Iterator[list[str]]:
+    """`count` GPU nodes with nothing bound, taken out of gpu-pool (their class label changes) for
+    pools the test makes; given back to gpu-pool afterwards."""
+
+    def free() -> list[str]:
+        busy = {p.spec.node_name for p in core.list_pod_for_all_namespaces().items}
+        labels = pool_labels(core)
+        return sorted(n for n, pool in labels.items() if pool == "gpu-pool" and n not in busy)
+
+    wait_for(lambda: len(free()) >= count, f"{count} idle nodes in gpu-pool", operators)
+    hosts = free()[-count:]
+    for host in hosts:
+        core.patch_node(host, {"metadata": {"labels": {"node.sluice.dev/pool": "e2e"}}})
+    try:
+        yield hosts
+    finally:
+        for host in hosts:
+            core.patch_node(host, {"metadata": {"labels": {"node.sluice.dev/pool": "gpu"}}})
+        wait_for(
+            lambda: all(pool_labels(core)[h] == "gpu-pool" for h in hosts),
+            "nodes back in gpu-pool",
+            operators,
+        )
+
+
+def node_of(core: client.CoreV1Api, namespace: str, name: str) -> str | None:
+    try:
+        node: str | None = core.read_namespaced_pod(name, namespace).spec.node_name
+    except client.ApiException as err:
+        if err.status == 404:
+            return None
+        raise
+    return node
+
+
+def test_a_selector_change_makes_tasks_on_departed_nodes_borrowed_and_reclaimable(
+    samples: None,
+    core: client.CoreV1Api,
+    custom: client.CustomObjectsApi,
+    namespace: str,
+    operators: Operators,
+) -> None:
+    with nodes_of_own_pools(core, custom, operators, 2) as (lent, home):
+        pools = {"e2e-lender": [lent], "e2e-owner": [home]}
+        for name, hosts in pools.items():
+            custom.create_cluster_custom_object(GROUP, VERSION, "pools", pool_of_hosts(name, hosts))
+        try:
+            wait_for(
+                lambda: pool_labels(core)[lent] == "e2e-lender", "lender owns its node", operators
+            )
+            core.create_namespaced_pod(namespace, pod("guest", 8, {L.POOL: "e2e-lender"}, {}))
+            wait_for(lambda: node_of(core, namespace, "guest") == lent, "guest placed", operators)
+
+            # The lender's node moves to the owner: the guest, still running there, is borrowed.
+            custom.patch_cluster_custom_object(
+                GROUP, VERSION, "pools", "e2e-lender", pool_of_hosts("e2e-lender", ["e2e-none"])
+            )
+            custom.patch_cluster_custom_object(
+                GROUP, VERSION, "pools", "e2e-owner", pool_of_hosts("e2e-owner", [lent, home])
+            )
+            wait_for(lambda: pool_labels(core)[lent] == "e2e-owner", "node moved", operators)
+            wait_for(
+                lambda: (status(custom, "pools", "e2e-owner").get("shared") or {}).get(GPU) == "8",
+                "the guest's 8 GPUs shown as shared in the owner pool",
+                operators,
+            )
+
+            # The owner's own work needs both nodes: the borrowed guest is reclaimed.
+            for name in ("own-0", "own-1"):
+                core.create_namespaced_pod(namespace, pod(name, 8, {L.POOL: "e2e-owner"}, {}))
+            wait_for(
+                lambda: {node_of(core, namespace, n) for n in ("own-0", "own-1")} == {lent, home},
+                "the owner's pods on both of its nodes",
+                operators,
+            )
+            assert node_of(core, namespace, "guest") is None  # evicted, not re-created
+        finally:
+            for name in pools:
+                delete(custom, "pools", name)
+
+
+def test_a_deleted_pools_pending_work_is_scheduled_in_default(
+    samples: None,
+    core: client.CoreV1Api,
+    custom: client.CustomObjectsApi,
+    namespace: str,
+    operators: Operators,
+) -> None:
+    with nodes_of_own_pools(core, custom, operators, 2) as (own, spare):
+        # `spare` is in default; the pool may not borrow it, so its second pod has to wait.
+        custom.create_cluster_custom_object(
+            GROUP, VERSION, "pools", pool_of_hosts("e2e-gone", [own], disableBorrowing=True)
+        )
+        try:
+            wait_for(lambda: pool_labels(core)[own] == "e2e-gone", "the pool's node", operators)
+            for name in ("first", "waiting"):
+                core.create_namespaced_pod(namespace, pod(name, 8, {L.POOL: "e2e-gone"}, {}))
+            wait_for(lambda: node_of(core, namespace, "first") == own, "first placed", operators)
+
+            def told_to_wait() -> bool:
+                conds = core.read_namespaced_pod("waiting", namespace).status.conditions or ()
+                return any(c.type == "PodScheduled" and c.status == "False" for c in conds)
+
+            wait_for(told_to_wait, "the second pod told why it waits", operators)
+            assert node_of(core, namespace, "waiting") is None
+        finally:
+            delete(custom, "pools", "e2e-gone")
+        wait_for(lambda: pool_labels(core)[own] == "default", "the node back in default", operators)
+        wait_for(
+            lambda: node_of(core, namespace, "waiting") == spare,
+            "the waiting pod scheduled as default's work",
+            operators,
+        )

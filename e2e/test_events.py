@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import threading
 import time
 import uuid
@@ -25,6 +26,9 @@ from operators.devcluster.cluster import DevCluster
 from operators.devcluster.operator_process import OperatorProcess
 
 TIMEOUT = 90.0  # a hang guard, not a speed target
+# The acceptance sizes (50 jobs, a 30 s outage) run in `make soak`; CI runs the same story smaller.
+SOAK_JOBS = int(os.environ.get("SLUICE_SOAK_EVENTS_JOBS", "6"))
+SOAK_OUTAGE_SECONDS = float(os.environ.get("SLUICE_SOAK_OUTAGE_SECONDS", "3"))
 
 
 def wait_for(check: Callable[[], bool], what: str, timeout: float = TIMEOUT) -> None:
@@ -339,3 +343,42 @@ def test_a_real_job_life_and_a_missing_sink(
     finally:
         for proc in procs:
             proc.stop()
+
+
+def test_many_jobs_through_an_outage_and_a_kill(
+    k8s: client.ApiClient,
+    namespace: str,
+    receiver: Receiver,
+    operator: OperatorProcess,
+    sinks: Callable[[str, dict[str, Any]], str],
+) -> None:
+    """SOAK_JOBS jobs: the receiver is down for SOAK_OUTAGE_SECONDS while transitions pile up,
+    then the operator is SIGKILLed while it delivers more. Every id arrives, each job's in order."""
+    sinks(receiver.url, {"filter": {"namespaces": [namespace]}})
+    names = [f"job-{i}" for i in range(SOAK_JOBS)]
+    uids = {name: make_job(k8s, namespace, name, []) for name in names}
+    expected = {name: [f"{uids[name]}-{seq}" for seq in range(1, 10)] for name in names}
+
+    def arrived(upto: int) -> bool:
+        seen = set(receiver.ids())
+        return all(set(ids[:upto]) <= seen for ids in expected.values())
+
+    for name in names:
+        record(k8s, namespace, name, 3)
+    wait_for(lambda: arrived(3), f"3 events per job\n{operator.log()}")
+
+    receiver.down()
+    for name in names:
+        record(k8s, namespace, name, 6)
+    time.sleep(SOAK_OUTAGE_SECONDS)
+    receiver.up()
+    wait_for(lambda: arrived(4), f"deliveries resumed\n{operator.log()}")
+    for name in names:
+        record(k8s, namespace, name, 9)
+    operator.kill()  # while the backlog of the outage is still being delivered
+    started(operator.start())
+    wait_for(lambda: arrived(9), f"every event\n{operator.log()}", timeout=TIMEOUT + SOAK_JOBS)
+
+    first = receiver.first_seen()
+    for name, ids in expected.items():
+        assert [i for i in first if i in set(ids)] == ids, name
