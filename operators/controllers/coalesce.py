@@ -12,10 +12,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import kopf
+
+from operators.runtime.metrics import OperatorMetrics
 
 log = logging.getLogger(__name__)
 
@@ -25,9 +28,15 @@ Reconcile = Callable[[], Awaitable[float | None]]
 
 class Coalescer:
     def __init__(
-        self, name: str, reconcile: Reconcile, interval: float = 1.0, retry: float = 5.0
+        self,
+        name: str,
+        reconcile: Reconcile,
+        interval: float = 1.0,
+        retry: float = 5.0,
+        metrics: OperatorMetrics | None = None,
     ) -> None:
         self.name = name
+        self.metrics = metrics
         self._reconcile = reconcile
         self.interval = interval
         self.retry = retry
@@ -44,13 +53,17 @@ class Coalescer:
             if stop.is_set():
                 return
             self._poked.clear()
+            started, ok = time.monotonic(), False
             try:
                 again = await self._reconcile()
+                ok = True
             except asyncio.CancelledError:
                 raise
             except Exception:
                 log.exception("%s: reconcile failed; retrying in %.0f s", self.name, self.retry)
                 again = self.retry
+            if self.metrics is not None:
+                self.metrics.reconciled(time.monotonic() - started, ok)
             self.passes += 1
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), self.interval)

@@ -44,6 +44,8 @@ log = logging.getLogger(__name__)
 
 STATUS_INTERVAL: Final = 1.0
 """Seconds between two reconciles (and so status writes) of one job."""
+COUNT_INTERVAL = 5.0
+"""Seconds between two counts of jobs by phase (`sluice_operator_objects`)."""
 RECONCILE_CONCURRENCY: Final = 16
 POD_CONCURRENCY: Final = 32
 """Pod creates/deletes in flight at once, over all jobs."""
@@ -88,6 +90,7 @@ def shape_of(body: Mapping[str, Any]) -> JobShape:
 class JobsController:
     def __init__(self, ctx: OperatorContext) -> None:
         self.ctx = ctx
+        self._counted = 0.0
         self.apply = AP.Applier(ctx.client, POD_CONCURRENCY)
         self.events = EventRecorder(ctx.client, "sluice-jobs")
         self.plugins = Plugins(ctx.client)
@@ -205,9 +208,12 @@ class JobsController:
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
     async def _run_one(self, key: Key) -> None:
+        started, ok = time.monotonic(), False
         try:
             async with self._sem:
+                started = time.monotonic()
                 await self.reconcile(key)
+                ok = True
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -217,6 +223,20 @@ class JobsController:
             self.running.discard(key)
             self.not_before[key] = time.monotonic() + STATUS_INTERVAL
             self.wake.set()
+            self.ctx.metrics.reconciled(time.monotonic() - started, ok)
+            self._count_jobs()
+
+    def _count_jobs(self) -> None:
+        """Jobs by phase for the metrics, at most every COUNT_INTERVAL (it walks every job)."""
+        now = time.monotonic()
+        if now - self._counted < COUNT_INTERVAL:
+            return
+        self._counted = now
+        phases: dict[str, int] = {}
+        for state in self.jobs.values():
+            phase = str((state.body.get("status") or {}).get("phase") or "Pending")
+            phases[phase] = phases.get(phase, 0) + 1
+        self.ctx.metrics.count_objects("job", phases)
 
     def _pods_of(self, key: Key) -> list[PodObs]:
         if self.pods is None:

@@ -38,6 +38,8 @@ import kopf
 
 from operators.runtime import kubeconfig, logs, signals
 from operators.runtime.client import KubeClient
+from operators.runtime.httpserver import ProbeServer
+from operators.runtime.metrics import OperatorMetrics
 from operators.runtime.settings import parse_settings
 
 log = logging.getLogger(__name__)
@@ -64,7 +66,8 @@ class KopfSettings:
     """Address of the liveness endpoint."""
 
     health_port: int = 0
-    """Port of the liveness endpoint (`/healthz`); 0 disables it."""
+    """Port of the liveness endpoint (`/healthz`, with `/readyz` and the operator's Prometheus
+    `/metrics`); 0 disables it."""
 
     request_timeout_seconds: float = 30.0
     """Timeout of ordinary (non-watch) API requests, kopf's and the operator's own."""
@@ -95,6 +98,8 @@ class OperatorContext:
     client: KubeClient
     stop: asyncio.Event
     """Set when the operator is asked to stop; background work of the operator watches it."""
+    metrics: OperatorMetrics = dataclasses.field(default_factory=lambda: OperatorMetrics(""))
+    """Served at `/metrics` on the health port."""
 
 
 Register = Callable[[kopf.OperatorRegistry, OperatorContext], None]
@@ -200,20 +205,21 @@ async def run(
         logins += 1
         return await connection_info(conn, rejected=logins > 1)
 
-    operator.register(registry, OperatorContext(operator.name, settings, conn, client, stop))
+    metrics = OperatorMetrics(operator.name)
+    context = OperatorContext(operator.name, settings, conn, client, stop, metrics)
+    operator.register(registry, context)
     namespaces = _namespaces(settings)
-    liveness = (
-        f"http://{settings.health_host}:{settings.health_port}/healthz"
-        if settings.health_port
-        else None
-    )
+    # Our own probe server instead of kopf's liveness endpoint: the same `/healthz` (alive while
+    # the loop answers), plus `/metrics`, on the one port the install already probes.
+    probe = ProbeServer(metrics.registry, alive=lambda: not stop.is_set(), ready=lambda: True)
+    if settings.health_port:
+        await probe.start(settings.health_host, settings.health_port)
     tasks = await kopf.spawn_tasks(
         registry=registry,
         settings=kopf_settings(operator, settings),
         standalone=True,
         clusterwide=not namespaces,
         namespaces=namespaces,
-        liveness_endpoint=liveness,
         stop_flag=stop,
         ready_flag=ready,
     )
@@ -229,6 +235,7 @@ async def run(
     finally:
         unsubscribe()
         await client.close()
+        await probe.stop()
     await _stop_tasks(pending)
     failed = [t for t in done if not t.cancelled() and t.exception() is not None]
     for task in failed:

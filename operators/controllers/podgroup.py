@@ -21,6 +21,7 @@ from operators.api.scheduling import PodGroup
 from operators.controllers import kopf_runner, podgroup_phase
 from operators.controllers.coalesce import Coalescer, run_in_background
 from operators.controllers.writes import bounded, failures
+from operators.runtime.metrics import OperatorMetrics
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +54,9 @@ class PodGroupOperator:
     groups: Mapping[GroupKey, Any] = dataclasses.field(default_factory=dict)  # kopf index
     dirty: set[GroupKey] = dataclasses.field(default_factory=set)
     writes: int = 0
+    metrics: OperatorMetrics = dataclasses.field(
+        default_factory=lambda: OperatorMetrics("podgroup")
+    )
 
     async def reconcile(self) -> float | None:
         keys, self.dirty = self.dirty, set()
@@ -69,15 +73,21 @@ class PodGroupOperator:
                 writes.append(self.client.merge_patch(path, {"status": patch}))
         results = await bounded(writes)
         self.writes += len(results)
-        if failures(results, "podgroup status"):
+        phases: dict[str, int] = {}
+        for views in self.groups.values():
+            for view in views:
+                phase = str(view.status.get("phase") or "Pending")
+                phases[phase] = phases.get(phase, 0) + 1
+        self.metrics.count_objects("podgroup", phases)
+        if failures(results, "podgroup status", self.metrics):
             self.dirty |= keys
             return 5.0
         return None
 
 
 def register(registry: kopf.OperatorRegistry, ctx: kopf_runner.OperatorContext) -> None:
-    op = PodGroupOperator(ctx.client)
-    coalescer = Coalescer("podgroup", op.reconcile)
+    op = PodGroupOperator(ctx.client, metrics=ctx.metrics)
+    coalescer = Coalescer("podgroup", op.reconcile, metrics=ctx.metrics)
     run_in_background(registry, coalescer, ctx.stop)
 
     @kopf.index("pods", id="group_pods", registry=registry)

@@ -28,6 +28,7 @@ from operators.controllers.writes import bounded, ensure_exists, failures, now_t
 from operators.runtime import records as R
 from operators.runtime.client import ApiError, KubeClient
 from operators.runtime.events import EventRecorder
+from operators.runtime.metrics import OperatorMetrics
 from operators.scheduler import snapshot as S
 
 log = logging.getLogger(__name__)
@@ -52,6 +53,7 @@ class PoolOperator:
     nodes: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # kopf index
     pools: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # kopf index
     writes: int = 0
+    metrics: OperatorMetrics = dataclasses.field(default_factory=lambda: OperatorMetrics("pool"))
 
     async def reconcile(self) -> float | None:
         nodes: dict[str, Mapping[str, str]] = single(self.nodes)
@@ -70,7 +72,8 @@ class PoolOperator:
         ]
         results = await bounded([*moves, *writes])
         self.writes += len(results)
-        failed = failures(results, "pool")
+        failed = failures(results, "pool", self.metrics)
+        self.metrics.count_objects("node", {p: len(n) for p, n in plan.members.items()})
         self._announce(nodes, plan.relabel, pools)
         return 5.0 if failed else None
 
@@ -101,8 +104,8 @@ class PoolOperator:
 
 
 def register(registry: kopf.OperatorRegistry, ctx: kopf_runner.OperatorContext) -> None:
-    op = PoolOperator(ctx.client, EventRecorder(ctx.client, "sluice-pool"))
-    coalescer = Coalescer("pool", op.reconcile)
+    op = PoolOperator(ctx.client, EventRecorder(ctx.client, "sluice-pool"), metrics=ctx.metrics)
+    coalescer = Coalescer("pool", op.reconcile, metrics=ctx.metrics)
     run_in_background(registry, coalescer, ctx.stop)
 
     @kopf.index("nodes", id="pool_nodes", registry=registry)

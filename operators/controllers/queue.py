@@ -22,6 +22,7 @@ from operators.controllers.coalesce import Coalescer, run_in_background
 from operators.controllers.queue_tree import (
     QueueObject,
     Verdict,
+    observed_state,
     queue_object,
     queue_status_patch,
     validate,
@@ -29,6 +30,7 @@ from operators.controllers.queue_tree import (
 from operators.controllers.writes import bounded, ensure_exists, failures, now_text, single
 from operators.runtime.client import ApiError, KubeClient
 from operators.runtime.events import EventRecorder
+from operators.runtime.metrics import OperatorMetrics
 from operators.scheduler import snapshot as S
 
 log = logging.getLogger(__name__)
@@ -60,6 +62,7 @@ class QueueOperator:
     events: EventRecorder
     queues: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # kopf index
     writes: int = 0
+    metrics: OperatorMetrics = dataclasses.field(default_factory=lambda: OperatorMetrics("queue"))
 
     async def ensure_built_ins(self) -> None:
         for name in (S.ROOT_QUEUE, S.DEFAULT_QUEUE):
@@ -80,7 +83,12 @@ class QueueOperator:
             self._announce(queue, verdicts[name])
         results = await bounded(writes)
         self.writes += len(results)
-        failed = failures(results, "queue")
+        failed = failures(results, "queue", self.metrics)
+        states: dict[str, int] = {}
+        for name, queue in queues.items():
+            state = observed_state(queue).value if verdicts[name].valid else "Invalid"
+            states[state] = states.get(state, 0) + 1
+        self.metrics.count_objects("queue", states)
         return 5.0 if failed else None
 
     def _announce(self, queue: QueueObject, verdict: Verdict) -> None:
@@ -99,8 +107,8 @@ class QueueOperator:
 
 
 def register(registry: kopf.OperatorRegistry, ctx: kopf_runner.OperatorContext) -> None:
-    op = QueueOperator(ctx.client, EventRecorder(ctx.client, "sluice-queue"))
-    coalescer = Coalescer("queue", op.reconcile)
+    op = QueueOperator(ctx.client, EventRecorder(ctx.client, "sluice-queue"), metrics=ctx.metrics)
+    coalescer = Coalescer("queue", op.reconcile, metrics=ctx.metrics)
     run_in_background(registry, coalescer, ctx.stop)
 
     @kopf.on.startup(registry=registry)

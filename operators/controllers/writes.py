@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any
 
 from operators.runtime.client import ApiError, KubeClient
+from operators.runtime.metrics import OperatorMetrics
 
 log = logging.getLogger(__name__)
 
@@ -47,8 +48,10 @@ async def bounded(jobs: Sequence[Awaitable[Any]], limit: int = WRITE_CONCURRENCY
     return await asyncio.gather(*(one(j) for j in jobs), return_exceptions=True)
 
 
-def failures(results: Sequence[Any], what: str) -> list[BaseException]:
-    """Failed writes worth a retry (an object deleted meanwhile is not), logged."""
+def failures(
+    results: Sequence[Any], what: str, metrics: OperatorMetrics | None = None
+) -> list[BaseException]:
+    """Failed writes worth a retry (an object deleted meanwhile is not), logged and counted."""
     failed = [
         r
         for r in results
@@ -56,4 +59,6 @@ def failures(results: Sequence[Any], what: str) -> list[BaseException]:
     ]
     for error in failed[:3]:
         log.warning("%s write failed: %s", what, error)
+    if metrics is not None:
+        metrics.wrote(len(results) - len(failed), len(failed))
     return failed

@@ -6,7 +6,7 @@ import json
 import re
 
 from operators.install.kustomize import MANIFESTS, REPO
-from operators.runtime.metrics import EventsMetrics, SchedulerMetrics
+from operators.runtime.metrics import EventsMetrics, OperatorMetrics, SchedulerMetrics
 
 DASHBOARD = MANIFESTS / "monitoring" / "grafana-dashboard.json"
 SUFFIXES = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count"), "gauge": ("",)}
@@ -15,7 +15,11 @@ SUFFIXES = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count"), 
 def exported() -> dict[str, str]:
     """Every series name the operators can expose -> its metric family."""
     names: dict[str, str] = {}
-    families = [*SchedulerMetrics().registry.collect(), *EventsMetrics().registry.collect()]
+    families = [
+        *SchedulerMetrics().registry.collect(),
+        *EventsMetrics().registry.collect(),
+        *OperatorMetrics("pool").registry.collect(),
+    ]
     for family in families:
         for suffix in SUFFIXES[family.type]:
             names[family.name + suffix] = family.name

@@ -8,6 +8,7 @@ import pytest
 
 from operators.__main__ import OPERATORS
 from operators.controllers.events import EventsSettings
+from operators.controllers.kopf_runner import KopfSettings
 from operators.install.kustomize import MANIFESTS, REPO, build, deployments, operator_container
 from operators.runtime.settings import SchedulerSettings, load_settings
 
@@ -127,10 +128,12 @@ def test_argo_cd_sync_waves_put_crds_first_and_custom_resources_last(
     )
 
 
-# The operators that export Prometheus metrics, and their settings (the port they serve it on).
-METRICS_SETTINGS: dict[str, tuple[type[Any], str]] = {
-    "scheduler": (SchedulerSettings, ""),
-    "events": (EventsSettings, "events"),
+# The operators that export Prometheus metrics: their settings and the field naming the port they
+# serve it on (kopf operators serve /metrics beside /healthz on their health port).
+METRICS_SETTINGS: dict[str, tuple[type[Any], str, str]] = {
+    "scheduler": (SchedulerSettings, "", "metrics_port"),
+    "events": (EventsSettings, "events", "metrics_port"),
+    **{name: (KopfSettings, name, "health_port") for name in ("pool", "queue", "podgroup", "jobs")},
 }
 
 
@@ -152,10 +155,11 @@ def test_every_operator_exporting_metrics_is_behind_the_metrics_service(
             assert not selector <= labels.items(), f"{operator} serves no /metrics"
             continue
         assert selector <= labels.items(), f"{operator}'s /metrics is not scraped"
-        cls, prefix = METRICS_SETTINGS[operator]
+        cls, prefix, port_field = METRICS_SETTINGS[operator]
         env = {e["name"]: e["value"] for e in container.get("env") or [] if "value" in e}
         settings = load_settings(cls, environ=env, prefix=prefix)
         ports = {p["name"]: p["containerPort"] for p in container["ports"]}
-        assert settings.metrics_port == ports[target], f"{operator} serves /metrics elsewhere"
+        port = getattr(settings, port_field)
+        assert port == ports[target], f"{operator} serves /metrics elsewhere"
         scraped.add(operator)
     assert scraped == set(METRICS_SETTINGS)
