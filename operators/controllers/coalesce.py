@@ -18,7 +18,7 @@ from typing import Any
 
 import kopf
 
-from operators.runtime.metrics import OperatorMetrics
+from operators.runtime.operator_metrics import OperatorMetrics
 
 log = logging.getLogger(__name__)
 

@@ -39,7 +39,7 @@ import kopf
 from operators.runtime import kubeconfig, logs, signals
 from operators.runtime.client import KubeClient
 from operators.runtime.httpserver import ProbeServer
-from operators.runtime.metrics import OperatorMetrics
+from operators.runtime.operator_metrics import OperatorMetrics
 from operators.runtime.settings import parse_settings
 
 log = logging.getLogger(__name__)

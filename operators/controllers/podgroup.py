@@ -21,7 +21,7 @@ from operators.api.scheduling import PodGroup
 from operators.controllers import kopf_runner, podgroup_phase
 from operators.controllers.coalesce import Coalescer, run_in_background
 from operators.controllers.writes import bounded, failures
-from operators.runtime.metrics import OperatorMetrics
+from operators.runtime.operator_metrics import OperatorMetrics
 
 log = logging.getLogger(__name__)
 

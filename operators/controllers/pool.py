@@ -28,7 +28,7 @@ from operators.controllers.writes import bounded, ensure_exists, failures, now_t
 from operators.runtime import records as R
 from operators.runtime.client import ApiError, KubeClient
 from operators.runtime.events import EventRecorder
-from operators.runtime.metrics import OperatorMetrics
+from operators.runtime.operator_metrics import OperatorMetrics
 from operators.scheduler import snapshot as S
 
 log = logging.getLogger(__name__)

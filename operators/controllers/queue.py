@@ -30,7 +30,7 @@ from operators.controllers.queue_tree import (
 from operators.controllers.writes import bounded, ensure_exists, failures, now_text, single
 from operators.runtime.client import ApiError, KubeClient
 from operators.runtime.events import EventRecorder
-from operators.runtime.metrics import OperatorMetrics
+from operators.runtime.operator_metrics import OperatorMetrics
 from operators.scheduler import snapshot as S
 
 log = logging.getLogger(__name__)

@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any
 
 from operators.runtime.client import ApiError, KubeClient
-from operators.runtime.metrics import OperatorMetrics
+from operators.runtime.operator_metrics import OperatorMetrics
 
 log = logging.getLogger(__name__)
 

@@ -6,7 +6,8 @@ import json
 import re
 
 from operators.install.kustomize import MANIFESTS, REPO
-from operators.runtime.metrics import EventsMetrics, OperatorMetrics, SchedulerMetrics
+from operators.runtime.metrics import EventsMetrics, SchedulerMetrics
+from operators.runtime.operator_metrics import OperatorMetrics
 
 DASHBOARD = MANIFESTS / "monitoring" / "grafana-dashboard.json"
 SUFFIXES = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count"), "gauge": ("",)}

@@ -9,7 +9,7 @@ from prometheus_client import generate_latest
 from operators.controllers.coalesce import Coalescer
 from operators.controllers.writes import failures
 from operators.runtime.client import ApiError
-from operators.runtime.metrics import OperatorMetrics
+from operators.runtime.operator_metrics import OperatorMetrics
 
 
 def value(metrics: OperatorMetrics, name: str, **labels: str) -> float | None:
