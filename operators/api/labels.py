@@ -40,6 +40,10 @@ GPU_MILLI: Final = f"{SCHEDULING_GROUP}/gpu-milli"
 """Pod annotation: a fractional GPU request in thousandths (binpacked onto one GPU)."""
 GPU_TOPOLOGY: Final = f"{SCHEDULING_GROUP}/gpu-topology"
 """Node annotation describing the GPU NUMA/NVLink layout the topology plugin reads."""
+BOUND_BY: Final = f"{SCHEDULING_GROUP}/bound-by"
+"""Pod annotation set in the same write as the binding: `<scheduler identity>/<lease term>`
+(the Lease's leaseTransitions when that scheduler acquired it; no term without leader election).
+Shows who placed a pod, and lets a check prove two schedulers never bound at the same time."""
 PREEMPTION_DELAY: Final = f"{SCHEDULING_GROUP}/preemption-delay-seconds"
 """Pod annotation for implicit one-pod groups: grace period before this pod is preempted."""
 

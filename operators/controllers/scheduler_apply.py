@@ -62,6 +62,7 @@ class DecisionApplier:
         *,
         write_semaphore: asyncio.Semaphore | None = None,
         may_write: Callable[[], bool] | None = None,
+        bound_by: Callable[[], str] | None = None,
     ) -> None:
         self.client = client
         self.cache = cache
@@ -77,6 +78,8 @@ class DecisionApplier:
         # Nominations share the bind/evict bound (settings.bind_concurrency) on connections.
         self._write_sem = write_semaphore or asyncio.Semaphore(64)
         self.may_write: Callable[[], bool] = may_write or (lambda: True)
+        # Stamped on each Binding (L.BOUND_BY): the API then records which leader term bound it.
+        self.bound_by: Callable[[], str] = bound_by or (lambda: "")
         # Victim groups counted in sluice_preemptions_total: a victim re-decided every cycle (an
         # eviction a PodDisruptionBudget keeps refusing) is counted once, when first chosen.
         self._victims = RecentKeys(VICTIM_MEMORY_SECONDS)
@@ -226,11 +229,14 @@ class DecisionApplier:
 
     def _bind_gang(self, group_uid: str, members: list[D.Bind], now: float) -> int:
         requests: list[BindRequest] = []
+        stamp = self.bound_by()
         for bind in members:
             rec = self.cache.pod_by_uid(bind.task)
             if rec is None or rec.node_name or bind.task in self.cache.assumed:
                 continue
             annotations = {L.GPU_IDS: R.format_gpu_ids(bind.gpu_ids)} if bind.gpu_ids else {}
+            if stamp:
+                annotations[L.BOUND_BY] = stamp
             requests.append(BindRequest(rec.namespace, rec.name, rec.uid, bind.node, annotations))
         if len(requests) != len(members):
             # The cache moved on since the snapshot (a member vanished or got bound); the gang is
@@ -262,6 +268,8 @@ class DecisionApplier:
             return
         finally:
             self._done_binding(group_uid)
+        if outcome.failed and not self.may_write():
+            return  # the lease was lost meanwhile: no backoff, no Events; the new leader decides
         if outcome.failed:
             for _, reason in outcome.failed:
                 self.metrics.bind_failures.labels(reason=reason.split(" ")[0]).inc()

@@ -139,12 +139,13 @@ class SchedulerOperator:
         applier = DecisionApplier(
             client,
             self.cache,
-            Binder(client, evictor, sem),
+            Binder(client, evictor, sem, may_send=self.leading),
             evictor,
             events,
             self.metrics,
             write_semaphore=sem,
             may_write=self.leading,
+            bound_by=self.bound_by,
         )
         self._backoff = applier.backoff
         applier.binder.on_bound = applier.on_bound
@@ -242,6 +243,13 @@ class SchedulerOperator:
         """Whether this process may write to the API now: always without leader election, else
         only within the renew deadline of its last successful lease renewal."""
         return self.elector is None or self.elector.valid()
+
+    def bound_by(self) -> str:
+        """`<identity>/<lease term>` (just the identity without leader election)."""
+        identity = self.settings.identity
+        if self.elector is None or self.elector.term is None:
+            return identity
+        return f"{identity}/{self.elector.term}"
 
     async def _until(self, awaitable: Awaitable[Any]) -> None:
         """Await something, unless a stop signal comes first."""

@@ -15,7 +15,7 @@ import ssl
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from importlib import resources
@@ -82,6 +82,21 @@ class ClusterState:
             Proc(name=p["name"], pid=p["pid"], binary=p["binary"], log=Path(p["log"]))
             for p in self.procs
         ]
+
+
+def with_flags(args: list[str], flags: Mapping[str, str]) -> list[str]:
+    """`args` with each `--flag=value` of `flags` replaced, or appended when absent."""
+    out = [a for a in args if a.split("=", 1)[0] not in flags]
+    return out + [f"{flag}={value}" for flag, value in flags.items()]
+
+
+def _etcd_post(url: str, body: dict[str, Any]) -> dict[str, Any]:
+    request = urllib.request.Request(
+        url, json.dumps(body).encode(), {"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=30) as resp:
+        answer: dict[str, Any] = json.loads(resp.read())
+    return answer
 
 
 class DevCluster:
@@ -209,7 +224,13 @@ class DevCluster:
     def _start(self, state: ClusterState, name: str, args: list[str]) -> Proc:
         proc = processes.spawn(name, args, self.logs_dir / f"{name}.log")
         state.procs.append(
-            {"name": proc.name, "pid": proc.pid, "binary": proc.binary, "log": str(proc.log)}
+            {
+                "name": proc.name,
+                "pid": proc.pid,
+                "binary": proc.binary,
+                "log": str(proc.log),
+                "args": args,
+            }
         )
         self._save(state)
         return proc
@@ -360,6 +381,44 @@ class DevCluster:
                 processes.stop(proc)
         state.procs = [p for p in state.procs if p["name"] != name]
         self._save(state)
+
+    def restart_process(
+        self, name: str, flags: Mapping[str, str] | None = None, timeout: float = 180.0
+    ) -> None:
+        """Stop a component (SIGTERM, then SIGKILL) and start it again with the same command
+        line, `flags` (`{"--max-requests-inflight": "10"}`) set or replaced; wait until it serves
+        again (etcd: healthy; kube-apiserver: ready). For fault tests and `make soak`."""
+        state = self.state()
+        if state is None:
+            raise DevClusterError("no cluster is running", "run `make cluster-up` first")
+        entry = next((p for p in state.procs if p["name"] == name), None)
+        if entry is None or "args" not in entry:
+            raise DevClusterError(
+                f"{name} was not started by this cluster (or by an older version of it)",
+                "restart the cluster with `make cluster-down cluster-up`",
+            )
+        args = with_flags(list(entry["args"]), flags or {})
+        processes.stop(next(p for p in state.processes() if p.name == name))
+        state.procs.remove(entry)
+        self._start(state, name, args)
+        if name == "etcd":
+            self._wait(state, name, lambda: self._etcd_healthy(state), timeout)
+        elif name == "kube-apiserver":
+            keys = pki.load(self.state_dir / "pki")
+            self._wait(state, name, lambda: self._readyz(state, keys), timeout)
+
+    def compact_etcd(self) -> int:
+        """Compact etcd's history up to its current revision and return that revision: every
+        watch resumed from an older resourceVersion then gets 410 Gone (when the API server's
+        watch cache no longer holds it, e.g. after a restart)."""
+        state = self.state()
+        if state is None:
+            raise DevClusterError("no cluster is running", "run `make cluster-up` first")
+        base = f"http://127.0.0.1:{state.etcd_port}/v3/kv"
+        header = _etcd_post(f"{base}/range", {"key": "AA==", "limit": 1})["header"]
+        revision = int(header["revision"])
+        _etcd_post(f"{base}/compaction", {"revision": revision, "physical": True})
+        return revision
 
     # -- readiness probes ----------------------------------------------------------------
     def _etcd_healthy(self, state: ClusterState) -> bool:

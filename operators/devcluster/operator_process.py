@@ -11,10 +11,12 @@ from pathlib import Path
 
 
 class OperatorProcess:
-    def __init__(self, name: str, kubeconfig: Path, log_dir: Path, *flags: str) -> None:
+    def __init__(
+        self, name: str, kubeconfig: Path, log_dir: Path, *flags: str, log_name: str = ""
+    ) -> None:
         self.name = name
         self.kubeconfig = kubeconfig
-        self.log_path = log_dir / f"{name}.log"
+        self.log_path = log_dir / f"{log_name or name}.log"
         self.flags = list(flags)
         self.proc: subprocess.Popen[bytes] | None = None
 

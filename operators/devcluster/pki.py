@@ -100,10 +100,9 @@ def _sign(
     return builder.sign(issuer_key, hashes.SHA256())
 
 
-def generate(directory: Path) -> Pki:
-    """Write a fresh PKI into `directory` (one per cluster; nothing is shared between clusters)."""
-    directory.mkdir(parents=True, exist_ok=True)
-    pki = Pki(
+def load(directory: Path) -> Pki:
+    """The paths of the PKI `generate` wrote into `directory`."""
+    return Pki(
         ca_cert=directory / "ca.crt",
         ca_key=directory / "ca.key",
         serving_cert=directory / "apiserver.crt",
@@ -113,6 +112,12 @@ def generate(directory: Path) -> Pki:
         sa_key=directory / "sa.key",
         sa_pub=directory / "sa.pub",
     )
+
+
+def generate(directory: Path) -> Pki:
+    """Write a fresh PKI into `directory` (one per cluster; nothing is shared between clusters)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    pki = load(directory)
     ca_key = _key()
     ca_name = _name("sluice-dev-ca")
     ca = _sign(ca_name, ca_key, ca_name, ca_key, ca=True, usages=[], sans=[])

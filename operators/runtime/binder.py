@@ -5,7 +5,8 @@ Binding's annotations onto the pod in the same write that sets spec.nodeName, so
 bound without its gpu-ids, nor annotated for a node it never got (one request, not two).
 
 A gang is bound as a whole: all of its Binding POSTs are issued together; if any of them fails,
-the members that did bind are evicted again, so no group is left half-running.
+the members that did bind are evicted again, so no group is left half-running (by a leader only:
+a process that lost its lease sends nothing more, and the new leader's half-bound repair decides).
 
 Transient answers are not failures: 429 (API priority and fairness), 5xx and transport errors are
 retried a few times with a short backoff before the gang is given up. A request that timed out or
@@ -63,6 +64,9 @@ class GangOutcome:
     @property
     def ok(self) -> bool:
         return not self.failed
+
+
+NOT_LEADER = "not the leader"
 
 
 def binding_body(req: BindRequest) -> dict[str, object]:
@@ -132,8 +136,12 @@ class Binder:
         on_failed: Callable[[BindRequest, str], None] | None = None,
         attempts: int = 4,
         retry_backoff: float = 0.1,
+        may_send: Callable[[], bool] | None = None,
     ) -> None:
         self.client = client
+        # Asked before every attempt, once a connection slot is ours: a leader that lost its
+        # lease while a gang waited for slots or backed off after a 5xx sends nothing more.
+        self.may_send: Callable[[], bool] = may_send or (lambda: True)
         self.attempts = attempts
         self.retry_backoff = retry_backoff
         self.evictor = evictor
@@ -151,6 +159,8 @@ class Binder:
                     self.retry_backoff * 2 ** (attempt - 1) * (0.5 + random.random())
                 )
             async with self._sem:
+                if not self.may_send():
+                    return BindAnswer(NOT_LEADER, uncertain=maybe_bound)
                 try:
                     await self.client.post(path, binding_body(req))
                     return BindAnswer()
@@ -228,7 +238,7 @@ class Binder:
                 req.node,
                 reason,
             )
-        if outcome.failed and outcome.bound:
+        if outcome.failed and outcome.bound and self.may_send():
             # Part of the gang is on nodes and the rest will not follow in this attempt: take the
             # bound part back off rather than leave it holding resources it cannot use.
             log.warning(

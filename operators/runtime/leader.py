@@ -47,6 +47,8 @@ class LeaderElector:
         self.cfg = config
         self.is_leader = False
         self.transitions = 0
+        # leaseTransitions of the lease as this process last wrote it: the term it leads in.
+        self.term: int | None = None
         self._observed_record: tuple[Any, ...] | None = None
         self._observed_at = 0.0
         self._last_renew = 0.0
@@ -99,6 +101,7 @@ class LeaderElector:
                 if create_err.conflict:
                     return False
                 raise
+            self.term = 0
             return True
 
         spec = lease.get("spec") or {}
@@ -125,6 +128,7 @@ class LeaderElector:
                 return False
             raise
         new_spec = updated.get("spec") or {}
+        self.term = transitions
         self._observed_record = (
             new_spec.get("holderIdentity"),
             new_spec.get("renewTime"),

@@ -24,9 +24,11 @@ class RecordingBinder(Binder):
         api: Any = object()
         super().__init__(api, Evictor(api, asyncio.Semaphore(1)), asyncio.Semaphore(1))
         self.gangs: list[list[str]] = []
+        self.annotations: list[dict[str, str]] = []
 
     async def bind_gang(self, requests: Any) -> Any:
         self.gangs.append([r.name for r in requests])
+        self.annotations += [dict(r.annotations) for r in requests]
         for r in requests:
             if self.on_bound is not None:
                 self.on_bound(r)
@@ -83,6 +85,20 @@ async def test_gang_with_a_member_gone_since_the_snapshot_is_not_started() -> No
     await app.drain()
     assert binder.gangs == []
     assert h.cache.assumed == {}
+
+
+async def test_each_binding_carries_the_leader_term_that_issued_it() -> None:
+    h = Harness()
+    gang(h, 2)
+    app, binder = applier(h)
+    app.bound_by = lambda: "sched-a/3"
+    result = SessionResult(decisions=(bind("g-0", "n0", (1,)), bind("g-1", "n1")), explanations={})
+    app.apply(result, now=1.0)
+    await app.drain()
+    assert binder.annotations == [
+        {"scheduling.sluice.dev/gpu-ids": "1", "scheduling.sluice.dev/bound-by": "sched-a/3"},
+        {"scheduling.sluice.dev/bound-by": "sched-a/3"},
+    ]
 
 
 def test_binding_request_carries_gpu_ids() -> None:

@@ -61,3 +61,29 @@ async def test_partly_failed_gang_is_rolled_back() -> None:
     evicted = sorted(p.split("/")[6] for p, _ in api.posts if p.endswith("/eviction"))
     assert evicted == ["w-0", "w-1", "w-3"]
     assert sorted(failed) == ["w-0", "w-1", "w-2", "w-3"]  # all forgotten in the cache
+
+
+class FlakyApi(FakeApi):
+    """Every binding answers 503 (the API server restarting)."""
+
+    async def post(self, path: str, body: dict[str, Any], params: Any = None) -> dict[str, Any]:
+        self.posts.append((path, body))
+        raise ApiError(503, {"reason": "ServiceUnavailable"})
+
+
+async def test_a_scheduler_that_lost_its_lease_sends_no_retry() -> None:
+    # Found by e2e/test_reliability.py: retries after a 5xx went out seconds after the lease was
+    # lost, and landed after the new leader's first bindings.
+    api = FlakyApi(set())
+    sem = asyncio.Semaphore(8)
+    leading = [True]
+
+    def may_send() -> bool:
+        alive = leading[0]
+        leading[0] = False  # the lease is lost while the first attempt is on the wire
+        return alive
+
+    binder = Binder(api, Evictor(api, sem), sem, retry_backoff=0.0, may_send=may_send)  # type: ignore[arg-type]
+    outcome = await binder.bind_gang(gang(1))
+    assert len(api.posts) == 1  # not the 4 attempts a leader makes
+    assert [why for _, why in outcome.failed] == ["not the leader"]

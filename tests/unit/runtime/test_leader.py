@@ -79,3 +79,21 @@ async def test_release_hands_over_immediately() -> None:
     a.is_leader = True
     await a.release()
     assert await b.try_acquire_or_renew()
+
+
+async def test_term_is_the_lease_transitions_this_process_leads_in(monkeypatch: Any) -> None:
+    store = LeaseStore()
+    a, b = elector(store, "a"), elector(store, "b")
+    terms: list[int | None] = [a.term]
+    assert await a.try_acquire_or_renew()
+    terms.append(a.term)
+    clock = [1000.0]
+    monkeypatch.setattr("operators.runtime.leader.time.monotonic", lambda: clock[0])
+    assert not await b.try_acquire_or_renew()
+    terms.append(b.term)  # a standby has no term
+    clock[0] += 16.0
+    assert await b.try_acquire_or_renew()
+    terms.append(b.term)
+    assert await b.try_acquire_or_renew()  # a renewal stays in the same term
+    terms.append(b.term)
+    assert terms == [None, 0, None, 1, 1]
