@@ -53,12 +53,28 @@ from bench.bind import (
 from bench.clusters import bench_cluster, bench_parser
 from operators.api.scheduling import PodGroup
 from operators.runtime import kubeconfig
-from operators.runtime.client import JsonDict, KubeClient
+from operators.runtime.client import ApiError, JsonDict, KubeClient
 from operators.runtime.informer import Informer, WatchedKind
 
 PODS = f"/api/v1/namespaces/{NAMESPACE}/pods"
 GROUPS = PodGroup.api_path(NAMESPACE)
 GROUP_ANNOTATION = "scheduling.sluice.dev/pod-group"
+
+
+async def create_retrying(client: KubeClient, path: str, body: JsonDict) -> None:
+    """POST, trying again on the answers an overloaded API server gives (429, 5xx such as
+    "resource quota evaluation timed out"): a 10,000-pod run on a busy machine must not die on
+    one of them. An object that did get created answers 409 on the retry: done."""
+    for attempt in range(6):
+        try:
+            await client.post(path, body)
+            return
+        except ApiError as err:
+            if err.status == 409 and attempt:
+                return
+            if (err.status != 429 and err.status < 500) or attempt == 5:
+                raise
+        await asyncio.sleep(0.5 * 2**attempt)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -257,7 +273,7 @@ class Bench:
             await gather_bounded(
                 64,
                 (
-                    self.client.post(GROUPS, podgroup_body(f"{prefix}-g{g:05d}", size))
+                    create_retrying(self.client, GROUPS, podgroup_body(f"{prefix}-g{g:05d}", size))
                     for g, size in enumerate(sizes)
                 ),
             )
@@ -270,7 +286,7 @@ class Bench:
                 bodies.append(pod_body(name, scheduler, cpu=cpu, annotations=annotations))
 
         async def post(body: JsonDict) -> None:
-            await self.client.post(PODS, body)
+            await create_retrying(self.client, PODS, body)
             self.created_at[body["metadata"]["name"]] = time.monotonic()
 
         await gather_bounded(64, (post(b) for b in bodies))
