@@ -65,9 +65,11 @@ e2e:  ## End-to-end tests against a real local control plane (started by the tes
 test: lint unit e2e  ## Everything CI runs: lint + unit + e2e
 
 .PHONY: bench
+# Larger live sizes are opt-in, e.g. BENCH_LIVE_ARGS="--nodes 5000 --pods 50000 --pending 10000".
+BENCH_LIVE_ARGS ?=
 bench:  ## Benchmarks side by side (core; live cluster: bare loop, kube-scheduler, Sluice; admin operators; jobs operator); appends a dated report to docs/benchmarks.md
 	$(BIN)/python -m bench.core
-	$(BIN)/python -m bench.live --write docs/benchmarks.md
+	$(BIN)/python -m bench.live --write docs/benchmarks.md $(BENCH_LIVE_ARGS)
 	$(BIN)/python -m bench.admin
 	$(BIN)/python -m bench.jobs
 	$(BIN)/python -m bench.events

@@ -313,7 +313,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     logs = pathlib.Path(tempfile.mkdtemp(prefix="sluice-bench-bind-"))
-    with bench_cluster(args.kubeconfig, args.profile, logs, args.keep) as (path, nodes, _):
+    with bench_cluster(args.kubeconfig, args.profile, logs, args.keep, args.nodes) as (
+        path,
+        nodes,
+        _,
+    ):
         result = asyncio.run(bench(path, args.pods, args.concurrency, args.rounds, logs))
     command = "python -m bench.bind " + " ".join(argv if argv is not None else sys.argv[1:])
     print()

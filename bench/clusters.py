@@ -11,7 +11,11 @@ from typing import Any
 
 @contextlib.contextmanager
 def bench_cluster(
-    kubeconfig: str | None, profile: str, logs: pathlib.Path, keep: bool = False
+    kubeconfig: str | None,
+    profile: str,
+    logs: pathlib.Path,
+    keep: bool = False,
+    nodes: int | None = None,
 ) -> Iterator[tuple[str, str, Any]]:
     """(kubeconfig path, description for the report, DevCluster or None for a given one)."""
     if kubeconfig is not None:
@@ -21,7 +25,7 @@ def bench_cluster(
     from operators.devcluster.demo import apply_crds
 
     cluster = DevCluster(logs / "cluster")
-    state = cluster.up(profile=profile, log=print, timeout=600)
+    state = cluster.up(profile=profile, nodes=nodes, log=print, timeout=600)
     try:
         apply_crds(cluster)
         yield str(cluster.kubeconfig), f"{state.nodes:,} kwok nodes (`{profile}` profile)", cluster
@@ -37,4 +41,7 @@ def bench_parser(prog: str, doc: str | None) -> argparse.ArgumentParser:
     )
     parser.add_argument("--kubeconfig", help="use this running cluster instead of starting one")
     parser.add_argument("--profile", default="large", help="devcluster profile to start")
+    parser.add_argument(
+        "--nodes", type=int, help="kwok nodes of the started cluster (default: the profile's)"
+    )
     return parser

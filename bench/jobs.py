@@ -196,7 +196,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="leave the started cluster running")
     args = parser.parse_args(argv)
     logs = pathlib.Path(tempfile.mkdtemp(prefix="sluice-bench-jobs-"))
-    with bench_cluster(args.kubeconfig, args.profile, logs, args.keep) as (path, nodes, _):
+    with bench_cluster(args.kubeconfig, args.profile, logs, args.keep, args.nodes) as (
+        path,
+        nodes,
+        _,
+    ):
         result = asyncio.run(bench(path, args.jobs, args.pods, logs))
     command = "python -m bench.jobs " + " ".join(argv if argv is not None else sys.argv[1:])
     print()

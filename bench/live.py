@@ -628,7 +628,11 @@ async def run_on(path: str, logs: pathlib.Path, s: Settings, cluster: Any | None
 def main(argv: list[str] | None = None) -> int:
     args, settings = parse(argv)
     logs = pathlib.Path(tempfile.mkdtemp(prefix="sluice-bench-live-"))
-    with bench_cluster(args.kubeconfig, args.profile, logs) as (path, where, cluster):
+    with bench_cluster(args.kubeconfig, args.profile, logs, nodes=args.nodes) as (
+        path,
+        where,
+        cluster,
+    ):
         result = asyncio.run(run_on(path, logs, settings, cluster))
     if cluster is None:
         where += " (kube-scheduler left out)"
