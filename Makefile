@@ -69,6 +69,7 @@ test: lint unit e2e  ## Everything CI runs: lint + unit + e2e
 BENCH_LIVE_ARGS ?=
 bench:  ## Benchmarks side by side (core; live cluster: bare loop, kube-scheduler, Sluice; admin operators; jobs operator); appends a dated report to docs/benchmarks.md
 	$(BIN)/python -m bench.core
+	$(BIN)/python -m bench.consolidation
 	$(BIN)/python -m bench.live --write docs/benchmarks.md $(BENCH_LIVE_ARGS)
 	$(BIN)/python -m bench.admin
 	$(BIN)/python -m bench.jobs

@@ -244,6 +244,13 @@ class PoolSpec(SluiceModel):
             "borrowed onto its nodes go back when this pool's own jobs need the room."
         ),
     )
+    disable_consolidation: bool = Field(
+        default=False,
+        description=(
+            "No job running on this pool's nodes is moved (evicted and placed again elsewhere) "
+            "to open a placement for a fragmented gang."
+        ),
+    )
 
     def selects_something(self) -> bool:
         return bool(self.node_selector.match_labels or self.node_selector.match_expressions)
@@ -633,6 +640,7 @@ class PodGroupConditionType(StrEnum):
     PRIVILEGED = "Privileged"  # True while this group waits for its delayed-preemption victims
     WILL_EVICT = "WillEvict"  # True while this group is a victim with a deadline
     POOL_FALLBACK = "PoolFallback"  # True while spec.pool names no Pool (placed in `default`)
+    CONSOLIDATED = "Consolidated"  # consolidation moved it; the time is when it last moved
 
 
 class PodGroupReason(StrEnum):
@@ -660,6 +668,8 @@ class PodGroupReason(StrEnum):
     # preemptible: false, and what it needs is above its queue's deserved share
     NON_PREEMPTIBLE_OVER_QUOTA = "NonPreemptibleOverQuota"
     BINDING_REJECTED = "BindingRejected"  # the API refused its Binding; retried after a backoff
+    CONSOLIDATING = "Consolidating"  # running jobs moved to open a placement, pods nominated
+    CONSOLIDATED = "Consolidated"  # reason of the Consolidated condition: this group was moved
     DELAYED_PREEMPTION = "DelayedPreemption"  # reason of the Privileged / WillEvict conditions
     POOL_NOT_FOUND = "PoolNotFound"  # PoolFallback=True: spec.pool names no Pool
     POOL_FOUND = "PoolFound"  # PoolFallback=False again: the pool exists now

@@ -330,7 +330,9 @@ class DecisionApplier:
         self._evicting.update(r.uid for r in refs)
         # Delayed victims were counted when marked WillEvict; the eviction at the deadline is the
         # same preemption.
-        if decision.reason is not D.EvictReason.DELAYED_PREEMPTION_DUE:
+        if decision.reason is D.EvictReason.CONSOLIDATED:
+            self.metrics.preemptions.labels(kind="consolidation").inc()
+        elif decision.reason is not D.EvictReason.DELAYED_PREEMPTION_DUE:
             now = time.monotonic()
             if not self._victims.recent(decision.group, now):
                 self.metrics.preemptions.labels(kind="immediate").inc()

@@ -43,6 +43,7 @@ OWNED_CONDITIONS = (
     "Privileged",
     "WillEvict",
     "PoolFallback",
+    R.CONSOLIDATED,
 )
 POOL_NOT_FOUND = "PoolNotFound"
 """Reason of `PoolFallback=True` and of its Warning Event: `spec.pool` names no Pool, so the
@@ -91,7 +92,11 @@ def desired_conditions(
     now: str,
     preemption: Mapping[str, Any] | None = None,
     missing_pool: str = "",
+    consolidated: str = "",
 ) -> list[dict[str, Any]]:
+    """``consolidated``: this session moved the group (the message why); its ``Consolidated``
+    condition is stamped now. Otherwise an existing one is kept as written: its time is when
+    the group was last moved, which the core reads back (PodGroup.consolidated_at)."""
     by_type = {str(c.get("type")): c for c in old}
     running = phase is S.GroupPhase.RUNNING
     enqueued = phase in (S.GroupPhase.INQUEUE, S.GroupPhase.RUNNING)
@@ -107,6 +112,18 @@ def desired_conditions(
     out = [
         dict(c) for t, c in by_type.items() if t not in OWNED_CONDITIONS
     ]  # others' conditions stay
+    if not consolidated and R.CONSOLIDATED in by_type:
+        out.append(dict(by_type[R.CONSOLIDATED]))
+    elif consolidated:
+        out.append(
+            {
+                "type": R.CONSOLIDATED,
+                "status": "True",
+                "reason": D.EvictReason.CONSOLIDATED.value,
+                "message": consolidated[:1024],
+                "lastTransitionTime": now,
+            }
+        )
     out.append(
         _condition(
             "Enqueued",
@@ -305,6 +322,11 @@ class StatusWriter:
             d.group: d.phase for d in result.decisions if isinstance(d, D.SetGroupPhase)
         }
         preemption = self.preemption_updates(result.decisions, now)
+        moved = {
+            d.group: d.message
+            for d in result.decisions
+            if isinstance(d, D.Evict) and d.reason is D.EvictReason.CONSOLIDATED
+        }
         written = 0
         if only is None:
             items = list(self.cache.groups.items())
@@ -345,8 +367,9 @@ class StatusWriter:
                 now_text,
                 desired["preemption"],
                 missing_pool,
+                moved.get(rec.uid, ""),
             )
-            if _comparable(desired) == _comparable(old):
+            if _comparable(desired) == _comparable(old) and rec.uid not in moved:
                 if _messages(desired) == _messages(old):
                     continue
                 last = self._last_message_write.get(rec.uid, 0.0)

@@ -70,7 +70,8 @@ class SchedulerMetrics:
         )
         self.preemptions = Counter(
             "sluice_preemptions_total",
-            "Jobs chosen as preemption/reclaim victims, by kind (immediate, delayed).",
+            "Jobs chosen as preemption/reclaim victims or moved by consolidation, by kind "
+            "(immediate, delayed, consolidation).",
             ["kind"],
             registry=r,
         )

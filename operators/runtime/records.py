@@ -388,6 +388,7 @@ def implicit_group(rec: PodRecord, bound: bool) -> S.PodGroup:
         # Implicit groups have no object to hold a phase: bound means Running, else Pending
         # (the core's enqueue admits them in the same session).
         phase=S.GroupPhase.RUNNING if bound else S.GroupPhase.PENDING,
+        movable=False,
     )
 
 
@@ -413,6 +414,20 @@ class GroupRecord:
     status: Mapping[str, Any]
     generation: int
     units: tuple[int, tuple[str, ...]] | None  # (pods per unit, replica types) from networkTopology
+
+
+CONSOLIDATED = "Consolidated"
+"""Condition type the scheduler sets when consolidation moves a group (scheduler_status.py)."""
+
+
+def consolidated_at(status: Mapping[str, Any]) -> float | None:
+    """When consolidation last moved the group: its ``Consolidated`` condition's time."""
+    for cond in status.get("conditions") or ():
+        if isinstance(cond, Mapping) and cond.get("type") == CONSOLIDATED:
+            if cond.get("status") != "True" or not cond.get("lastTransitionTime"):
+                return None
+            return timestamp(cond.get("lastTransitionTime"))
+    return None
 
 
 def preemption_mark(
@@ -506,6 +521,7 @@ def podgroup(obj: JsonDict) -> GroupRecord:
         # A non-preemptible group is never a victim; PodDisruptionBudgets may lower it further.
         max_unavailable=0 if spec.get("preemptible") is False else None,
         preemptible=spec.get("preemptible") is not False,
+        consolidated_at=consolidated_at(status),
     )
     return GroupRecord(
         uid=group.uid,
@@ -595,6 +611,7 @@ def pool(obj: JsonDict) -> S.Pool:
         disable_sharing=bool(spec.get("disableSharing", False)),
         disable_borrowing=bool(spec.get("disableBorrowing", False)),
         disable_preemption=bool(spec.get("disablePreemption", False)),
+        disable_consolidation=bool(spec.get("disableConsolidation", False)),
     )
 
 

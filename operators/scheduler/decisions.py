@@ -54,6 +54,7 @@ class EvictReason(enum.StrEnum):
     RECLAIMED = "Reclaimed"  # by a queue below its deserved share, or by the owner pool
     SHRUNK = "Shrunk"  # surplus replicas of an elastic job given back
     DELAYED_PREEMPTION_DUE = "DelayedPreemptionDue"  # a WillEvict deadline passed
+    CONSOLIDATED = "Consolidated"  # moved elsewhere so that a fragmented gang fits
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +113,7 @@ class ReasonCode(enum.StrEnum):
     # preemptible: false and the room it needs is above its queue's deserved share
     NON_PREEMPTIBLE_OVER_QUOTA = "NonPreemptibleOverQuota"
     BINDING_REJECTED = "BindingRejected"  # the API refused its Binding: backing off
+    CONSOLIDATING = "Consolidating"  # running jobs moved to open a placement, pods nominated
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from operators.scheduler.actions import allocate, backfill, enqueue, preempt, reclaim
+from operators.scheduler.actions import (
+    allocate,
+    backfill,
+    consolidate,
+    enqueue,
+    preempt,
+    reclaim,
+)
 from operators.scheduler.context import Session, placements
 from operators.scheduler.decisions import (
     Decision,
@@ -82,6 +89,7 @@ PLUGIN_ORDER: tuple[tuple[str, PluginRegister], ...] = (
 ACTIONS: dict[ActionName, Callable[[Session], None]] = {
     ActionName.ENQUEUE: enqueue.run,
     ActionName.ALLOCATE: allocate.run,
+    ActionName.CONSOLIDATE: consolidate.run,
     ActionName.PREEMPT: preempt.run,
     ActionName.RECLAIM: reclaim.run,
     ActionName.BACKFILL: backfill.run,

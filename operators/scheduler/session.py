@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 class ActionName(enum.StrEnum):
     ENQUEUE = "enqueue"
     ALLOCATE = "allocate"
+    CONSOLIDATE = "consolidate"
     PREEMPT = "preempt"
     RECLAIM = "reclaim"
     BACKFILL = "backfill"
@@ -30,6 +31,7 @@ class ActionName(enum.StrEnum):
 DEFAULT_ACTIONS: tuple[ActionName, ...] = (
     ActionName.ENQUEUE,
     ActionName.ALLOCATE,
+    ActionName.CONSOLIDATE,
     ActionName.PREEMPT,
     ActionName.RECLAIM,
     ActionName.BACKFILL,
@@ -62,6 +64,14 @@ class SessionConfig:
     max_victims_per_preemptor: int = 64
     # Upper bound on preemptors tried per action (bounds session time under heavy contention).
     max_preemptors: int = 256
+    # Consolidation (actions/consolidate.py): a job moved less than ``consolidation_window``
+    # seconds ago is not moved again; per gang at most ``max_consolidation_victims`` jobs move
+    # and ``max_consolidation_nodes`` nodes are examined; at most ``max_consolidations`` gangs
+    # are searched per session (0 turns the action off, as does leaving it out of ``actions``).
+    consolidation_window: float = 600.0
+    max_consolidation_victims: int = 16
+    max_consolidation_nodes: int = 64
+    max_consolidations: int = 8
     # Gangs per pool that may reserve nodes when they do not fit yet (backfill with
     # reservation, reservation.py); 0 turns reservations off.
     max_reservations: int = 1

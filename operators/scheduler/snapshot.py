@@ -279,6 +279,7 @@ class Pool:
     disable_sharing: bool = False  # other pools' tasks may not borrow these nodes
     disable_borrowing: bool = False  # this pool's tasks may not borrow elsewhere
     disable_preemption: bool = False  # no priority preemption among this pool's own jobs
+    disable_consolidation: bool = False  # no job here is moved to defragment (consolidate)
 
 
 def pool_of_node(node: Node, pools: tuple[Pool, ...]) -> str:
@@ -432,6 +433,11 @@ class PodGroup:
     # ``binding_error`` is the API's message.
     retry_binding_at: float = 0.0
     binding_error: str = ""
+    # Consolidation may move it (evict; its pods are re-created by its job controller and
+    # placed again). False for implicit one-pod groups: their pod is the whole job.
+    movable: bool = True
+    # When consolidation last moved it (condition ``Consolidated``); None = never.
+    consolidated_at: float | None = None
 
 
 class TaskStatus(enum.StrEnum):

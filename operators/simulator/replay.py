@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from operators.scheduler import run_session
-from operators.scheduler.decisions import Bind, Evict, Nominate, SetGroupPhase
+from operators.scheduler.decisions import Bind, Evict, EvictReason, Nominate, SetGroupPhase
 from operators.scheduler.snapshot import (
     CPU,
     GPU,
@@ -294,6 +294,10 @@ class Replay:
         for d in result.decisions:
             if isinstance(d, Evict):
                 self._evict(d, now)
+                if d.reason is EvictReason.CONSOLIDATED:  # the live `Consolidated` condition
+                    self.groups[d.group] = dataclasses.replace(
+                        self.groups[d.group], consolidated_at=now
+                    )
             elif isinstance(d, Bind):
                 tasks = self.tasks[d.group]
                 tasks[d.task] = dataclasses.replace(

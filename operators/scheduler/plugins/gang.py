@@ -5,7 +5,8 @@
 * ready: ``minMember`` tasks hold resources and every role has its minimum
   (``minTaskMember`` / ``ReplicaSpec.min_replicas``);
 * job order: groups holding a reservation (nominated pods, Privileged) go before the rest, so
-  room freed for them by preemption is not taken by others;
+  room freed for them by preemption is not taken by others; so do jobs that consolidation moved
+  within its window (they ran before and were placed again in its plan: they keep their turn);
 * task order: :func:`growth_key` (the order groups grow in; they shrink in its reverse);
 * victims: surplus replicas (above the minimum) sort before any whole group (shrink before
   evict); among surplus units the other plugins' keys (borrowed, overcommitted, priority)
@@ -34,10 +35,13 @@ def shortfall(g: GroupInfo, pending: list[TaskInfo]) -> list[TaskInfo] | None:
     return chosen if complete else None
 
 
-def _job_key(g: GroupInfo) -> SortKey:
+def _job_key(state: SessionState, g: GroupInfo) -> SortKey:
     mark = g.pg.preemption
-    reserved = (mark is not None and mark.role == PreemptionRole.PRIVILEGED) or any(
-        t.nominated >= 0 for t in g.tasks
+    moved = g.pg.consolidated_at
+    reserved = (
+        (mark is not None and mark.role == PreemptionRole.PRIVILEGED)
+        or any(t.nominated >= 0 for t in g.tasks)
+        or (moved is not None and state.now - moved < state.config.consolidation_window)
     )
     return (0.0 if reserved else 1.0,)
 
@@ -90,7 +94,7 @@ def _budget(preemptor: GroupInfo, purpose: Purpose) -> _Unavailable:
 
 def register(state: SessionState, ext: Extensions) -> None:
     ext.shortfalls.append(shortfall)
-    ext.job_keys.append(_job_key)
+    ext.job_keys.append(lambda g: _job_key(state, g))
     ext.task_keys.append(growth_key)
     ext.ready_checks.append(_ready)
     ext.victim_keys.append(_victim_key)

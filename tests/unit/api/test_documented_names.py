@@ -22,7 +22,14 @@ from operators.scheduler.decisions import ReasonCode
 
 API_DOC = Path(__file__).resolve().parents[3] / "docs" / "api.md"
 # Reasons the status writer adds to the core's codes (scheduler_status.desired_conditions).
-WRITER_REASONS = {"Admitted", "Waiting", "DelayedPreemption", "PoolNotFound", "PoolFound"}
+WRITER_REASONS = {
+    "Admitted",
+    "Waiting",
+    "DelayedPreemption",
+    "PoolNotFound",
+    "PoolFound",
+    "Consolidated",
+}
 
 
 def _section(marker: str) -> str:

@@ -323,6 +323,7 @@ def test_pool_every_field_arrives() -> None:
         disable_sharing=True,
         disable_borrowing=True,
         disable_preemption=True,
+        disable_consolidation=True,
     )
     every_field_set(spec)
     p, _ = read_through_api(A.Pool, A.Pool(metadata=ObjectMeta(name="a100"), spec=spec), R.pool)
@@ -339,6 +340,7 @@ def test_pool_every_field_arrives() -> None:
         disable_sharing=True,
         disable_borrowing=True,
         disable_preemption=True,
+        disable_consolidation=True,
     )
 
 

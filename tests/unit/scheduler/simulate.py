@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from operators.scheduler.decisions import (
     Bind,
     Evict,
+    EvictReason,
     MarkPrivileged,
     MarkWillEvict,
     Nominate,
@@ -54,6 +55,8 @@ def advance(
         elif isinstance(d, Nominate):
             tasks[d.task] = dataclasses.replace(tasks[d.task], nominated_node=d.node)
         elif isinstance(d, Evict):
+            if d.reason is EvictReason.CONSOLIDATED:  # the runtime's `Consolidated` condition
+                groups[d.group] = dataclasses.replace(groups[d.group], consolidated_at=now)
             for uid in d.tasks:
                 if releasing:
                     tasks[uid] = dataclasses.replace(tasks[uid], status=TaskStatus.RELEASING)

@@ -1,0 +1,167 @@
+"""Consolidation on the real control plane: a running job moves so that a fragmented gang fits.
+
+Two GPU nodes form a private pool. Each ends up with one 4-GPU job (a Deployment whose pods
+belong to an explicit PodGroup, so a moved job comes back: the ReplicaSet re-creates its pod)
+and 4 idle GPUs: 8 GPUs idle in total, but no node has 8.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from e2e.test_scheduler import (  # the scheduler e2e's helpers and fixtures
+    GPU,
+    NODE_GPUS,
+    POD_GROUP,
+    Scheduler,
+    assert_no_gpu_shared,
+    bound,
+    busy_gpu_nodes,
+    core,
+    custom,
+    gpu_node_names,
+    pod,
+    podgroup,
+    start_scheduler,
+    wait_for,
+)
+from operators.api import labels
+from operators.api.scheduling import PodGroup, Pool
+
+pytestmark = pytest.mark.e2e
+__all__ = ["core", "custom", "start_scheduler"]  # fixtures used by name
+
+GROUP, VERSION = "scheduling.sluice.dev", "v1alpha1"
+POOL_LABEL = "e2e.sluice.dev/pool"
+
+
+@pytest.fixture
+def pool_of_two(
+    core: client.CoreV1Api, custom: client.CustomObjectsApi, namespace: str
+) -> Iterator[tuple[str, list[str]]]:
+    """A Pool of two idle GPU nodes (labelled for this test; unlabelled and deleted after)."""
+    wait_for(lambda: len(set(gpu_node_names(core)) - busy_gpu_nodes(core)) >= 2, 45, "idle")
+    nodes = sorted(set(gpu_node_names(core)) - busy_gpu_nodes(core))[:2]
+    name = f"{namespace}-frag"
+    for n in nodes:
+        core.patch_node(n, {"metadata": {"labels": {POOL_LABEL: name}}})
+    body = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "Pool",
+        "metadata": {"name": name},
+        "spec": {"nodeSelector": {"matchLabels": {POOL_LABEL: name}}},
+    }
+    custom.create_cluster_custom_object(GROUP, VERSION, Pool.plural, body)
+    try:
+        yield name, nodes
+    finally:
+        with contextlib.suppress(client.ApiException):
+            custom.delete_cluster_custom_object(GROUP, VERSION, Pool.plural, name)
+        for n in nodes:
+            core.patch_node(n, {"metadata": {"labels": {POOL_LABEL: None}}})
+
+
+def _deployment(name: str, gpus: int) -> dict[str, Any]:
+    template = pod(name, gpus, group=name)
+    template["metadata"] = {
+        "labels": {"app": name},
+        "annotations": template["metadata"]["annotations"],
+    }
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": name}},
+            "template": template,
+        },
+    }
+
+
+def _group_in(pool: str, name: str) -> dict[str, Any]:
+    body = podgroup(name, 1)
+    body["spec"]["pool"] = pool
+    return body
+
+
+def test_a_job_moves_so_a_fragmented_gang_fits(
+    k8s: client.ApiClient,
+    core: client.CoreV1Api,
+    custom: client.CustomObjectsApi,
+    namespace: str,
+    start_scheduler: Callable[..., Scheduler],
+    pool_of_two: tuple[str, list[str]],
+) -> None:
+    """Fails on main before consolidation: nothing moves a running job to defragment (preempt
+    needs lower-priority victims and all jobs here have equal priority), so the 8-GPU pod
+    stays Pending with 8 GPUs idle in its pool for ever."""
+    pool, (x, y) = pool_of_two
+    apps = client.AppsV1Api(k8s)
+    sched = start_scheduler()
+    sched.wait_ready()
+
+    def on(node: str, name: str, gpus: int) -> dict[str, Any]:
+        body = pod(name, gpus, annotations={labels.POOL: pool})
+        body["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node}
+        return body
+
+    def create_group(name: str) -> None:
+        custom.create_namespaced_custom_object(
+            GROUP, VERSION, namespace, PodGroup.plural, _group_in(pool, name)
+        )
+
+    def bound_with(prefix: str) -> Callable[[], list[client.V1Pod]]:
+        return lambda: bound(core, namespace, prefix)
+
+    # Fill each node with a pinned 4-GPU filler and one movable 4-GPU job; then the fillers go.
+    for node, job in ((x, "job-x"), (y, "job-y")):
+        core.create_namespaced_pod(namespace, on(node, f"fill-{job}", 4))
+        wait_for(bound_with(f"fill-{job}"), 30, "filler bound", sched)
+        create_group(job)
+        apps.create_namespaced_deployment(namespace, _deployment(job, 4))
+        wait_for(bound_with(f"{job}-"), 30, f"{job} bound", sched)
+    placed = {p.metadata.labels["app"]: p.spec.node_name for p in bound(core, namespace, "job-")}
+    assert placed == {"job-x": x, "job-y": y}, placed  # binpack put each beside its filler
+    for job in ("job-x", "job-y"):
+        core.delete_namespaced_pod(f"fill-{job}", namespace, grace_period_seconds=0)
+    wait_for(lambda: not bound(core, namespace, "fill-"), 30, "fillers gone", sched)
+    before = {p.metadata.labels["app"]: p.metadata.uid for p in bound(core, namespace, "job-")}
+
+    create_group("big")
+    big = pod("big-0", NODE_GPUS, group="big")
+    core.create_namespaced_pod(namespace, big)
+    wait_for(lambda: bound(core, namespace, "big-"), 60, "the 8-GPU pod bound", sched)
+
+    # Exactly one job moved: its pod was replaced and runs again on the other node.
+    def both_jobs_running() -> dict[str, client.V1Pod] | None:
+        running = {p.metadata.labels["app"]: p for p in bound(core, namespace, "job-")}
+        return running if len(running) == 2 else None
+
+    running = wait_for(both_jobs_running, 60, "both jobs running again", sched)
+    moved = [app for app, p in running.items() if p.metadata.uid != before[app]]
+    assert len(moved) == 1, moved
+    [big_pod] = bound(core, namespace, "big-")
+    assert running[moved[0]].spec.node_name != big_pod.spec.node_name
+    assert {p.spec.node_name for p in running.values()} | {big_pod.spec.node_name} == {x, y}
+    assert_no_gpu_shared(core)
+
+    # The moved job was told why: an Event and the Consolidated condition on its PodGroup.
+    group = custom.get_namespaced_custom_object(
+        GROUP, VERSION, namespace, PodGroup.plural, moved[0]
+    )
+    conds = {c["type"]: c for c in group["status"]["conditions"]}
+    assert conds["Consolidated"]["status"] == "True", conds
+    assert "big" in conds["Consolidated"]["message"]
+    events = core.list_namespaced_event(namespace).items
+    assert any(e.reason == "Consolidated" and e.involved_object.name == moved[0] for e in events), [
+        (e.reason, e.involved_object.name) for e in events
+    ]
+    # The pod request is what it claims: 8 whole GPUs.
+    assert big_pod.spec.containers[0].resources.limits[GPU] == str(NODE_GPUS)
+    assert POD_GROUP in big_pod.metadata.annotations
