@@ -11,7 +11,8 @@ their old rank: the PodGroup and its creation time stay).
 
 Which jobs may move (:func:`movable`): explicit groups only (``PodGroup.movable``: an implicit
 one-pod group's pod is the job itself), whole and running, not protected (``preemptible:
-false`` or a disruption budget below its size), not part of a delayed preemption, of priority
+false`` or a disruption budget below its size), without a preemption grace period (a job that
+needs time to checkpoint is not moved), not part of a delayed preemption, of priority
 not above the gang's, running only on nodes of the gang's pool, not moved within
 ``SessionConfig.consolidation_window`` seconds, and not in a pool with ``disableConsolidation``.
 
@@ -34,6 +35,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from operators.scheduler.actions.eviction import grace_of
 from operators.scheduler.actions.preempt import preemptors
 from operators.scheduler.decisions import EvictReason, Explanation, ReasonCode
 from operators.scheduler.framework import Vote
@@ -115,6 +117,8 @@ def movable(ssn: Session, g: GroupInfo, v: GroupInfo, mask: NDArray[np.bool_]) -
     pg = v.pg
     if v is g or not pg.movable or pg.preemption is not None:
         return False
+    if grace_of(ssn, v) > 0:
+        return False  # it asked for time to checkpoint before it is evicted: never moved
     if v.priority > g.priority:
         return False
     at = pg.consolidated_at

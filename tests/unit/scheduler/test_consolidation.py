@@ -91,6 +91,7 @@ def test_protected_recent_or_higher_priority_jobs_stay() -> None:
         ("a", {"consolidated_at": 900.0}),  # moved 100 s ago, window 600 s
         ("a", {"priority": 10}),  # outranks the gang
         ("a", {"movable": False}),  # an implicit one-pod group
+        ("a", {"preemption_grace": 30.0}),  # needs time to checkpoint
     ):
         snap = _replace_group(_split(), uid, **change)
         moved = {e.group for e in evictions(run_session(snap))}
