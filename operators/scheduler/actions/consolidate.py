@@ -115,7 +115,7 @@ def consolidate(ssn: Session, g: GroupInfo) -> Plan | None:
 def movable(ssn: Session, g: GroupInfo, v: GroupInfo, mask: NDArray[np.bool_]) -> bool:
     """May ``v`` be moved to make room for ``g`` in the nodes of ``mask``?"""
     pg = v.pg
-    if v is g or not pg.movable or pg.preemption is not None:
+    if v is g or not pg.movable or not pg.preemptible or pg.preemption is not None:
         return False
     if grace_of(ssn, v) > 0:
         return False  # it asked for time to checkpoint before it is evicted: never moved

@@ -87,7 +87,8 @@ def test_nothing_moves_when_the_gang_does_not_fit_in_total() -> None:
 
 def test_protected_recent_or_higher_priority_jobs_stay() -> None:
     for uid, change in (
-        ("a", {"max_unavailable": 0}),  # preemptible: false
+        ("a", {"preemptible": False, "max_unavailable": 0}),  # preemptible: false
+        ("a", {"max_unavailable": 0}),  # a disruption budget allowing nothing
         ("a", {"consolidated_at": 900.0}),  # moved 100 s ago, window 600 s
         ("a", {"priority": 10}),  # outranks the gang
         ("a", {"movable": False}),  # an implicit one-pod group
