@@ -514,37 +514,3 @@ def test_a_selector_change_makes_tasks_on_departed_nodes_borrowed_and_reclaimabl
         finally:
             for name in pools:
                 delete(custom, "pools", name)
-
-
-def test_a_deleted_pools_pending_work_is_scheduled_in_default(
-    samples: None,
-    core: client.CoreV1Api,
-    custom: client.CustomObjectsApi,
-    namespace: str,
-    operators: Operators,
-) -> None:
-    with nodes_of_own_pools(core, custom, operators, 2) as (own, spare):
-        # `spare` is in default; the pool may not borrow it, so its second pod has to wait.
-        custom.create_cluster_custom_object(
-            GROUP, VERSION, "pools", pool_of_hosts("e2e-gone", [own], disableBorrowing=True)
-        )
-        try:
-            wait_for(lambda: pool_labels(core)[own] == "e2e-gone", "the pool's node", operators)
-            for name in ("first", "waiting"):
-                core.create_namespaced_pod(namespace, pod(name, 8, {L.POOL: "e2e-gone"}, {}))
-            wait_for(lambda: node_of(core, namespace, "first") == own, "first placed", operators)
-
-            def told_to_wait() -> bool:
-                conds = core.read_namespaced_pod("waiting", namespace).status.conditions or ()
-                return any(c.type == "PodScheduled" and c.status == "False" for c in conds)
-
-            wait_for(told_to_wait, "the second pod told why it waits", operators)
-            assert node_of(core, namespace, "waiting") is None
-        finally:
-            delete(custom, "pools", "e2e-gone")
-        wait_for(lambda: pool_labels(core)[own] == "default", "the node back in default", operators)
-        wait_for(
-            lambda: node_of(core, namespace, "waiting") == spare,
-            "the waiting pod scheduled as default's work",
-            operators,
-        )
