@@ -59,7 +59,7 @@ unit:  ## Fast unit and property tests (no cluster)
 
 .PHONY: e2e
 e2e:  ## End-to-end tests against a real local control plane (started by the tests) [BYO=1]
-	$(BYO_ENV) $(BIN)/pytest e2e -q
+	$(BYO_ENV) $(BIN)/pytest e2e -q -m "not soak"
 
 .PHONY: test
 test: lint unit e2e  ## Everything CI runs: lint + unit + e2e
@@ -76,8 +76,10 @@ bench:  ## Benchmarks side by side (core; live cluster: bare loop, kube-schedule
 	$(BIN)/python -m bench.events
 
 .PHONY: soak
-soak:  ## Reliability runs at the issues' sizes (long): events with 50 jobs, a 30 s outage, a SIGKILL
+soak:  ## Long reliability runs (docs/reliability.md): events with 50 jobs / 30 s outage / SIGKILL, the fault test, fault rounds of 100 jobs, 100 jobs/s for 5 min (large profile)
 	SLUICE_SOAK_EVENTS_JOBS=50 SLUICE_SOAK_OUTAGE_SECONDS=30 $(BIN)/pytest e2e/test_events.py -q -k many_jobs -o timeout=1200
+	$(BIN)/pytest e2e -q -m soak --durations=0
+	$(BIN)/python -m bench.soak --profile $(if $(filter small,$(PROFILE)),large,$(PROFILE))
 
 .PHONY: quality
 quality:  ## Placement quality vs published results (long: cached runs resume) -> docs/quality.md

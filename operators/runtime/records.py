@@ -30,6 +30,11 @@ _EMPTY: Mapping[str, int] = MappingProxyType({})
 # --------------------------------------------------------------------------------------------
 
 
+# More cards than any machine has (8-16 GPUs, up to 56 MIG slices); a node reporting more is
+# read as having this many.
+MAX_GPUS_PER_NODE = 1024
+
+
 @functools.lru_cache(maxsize=4096)
 def _quantity(name: str, raw: str) -> int:
     # The same few quantity strings repeat across thousands of pods: parse each once.
@@ -203,9 +208,14 @@ def node(obj: JsonDict) -> S.Node:
     )
     taints = tuple(t for t in (taint(x) for x in spec.get("taints") or ()) if t is not None)
     annotations = meta.get("annotations") or {}
+    allocatable = resources(status.get("allocatable"))
+    if allocatable.get(S.GPU, 0) > MAX_GPUS_PER_NODE:
+        # The core keeps a row of cards per node, as wide as the widest node: one node claiming
+        # a billion GPUs (a broken device plugin, a hand-edited status) would exhaust memory.
+        allocatable[S.GPU] = MAX_GPUS_PER_NODE
     return S.Node(
         name=str(meta.get("name", "")),
-        allocatable=MappingProxyType(resources(status.get("allocatable"))),
+        allocatable=MappingProxyType(allocatable),
         labels=MappingProxyType(_str_map(meta.get("labels"))),
         taints=taints,
         unschedulable=bool(spec.get("unschedulable", False)),

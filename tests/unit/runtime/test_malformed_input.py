@@ -94,3 +94,11 @@ def test_rfc3339_clamps_instead_of_raising() -> None:
     assert R.rfc3339(-math.inf) == "1970-01-01T00:00:00Z"
     assert R.rfc3339(math.nan) == "1970-01-01T00:00:00Z"
     assert R.rfc3339(0.0) == "1970-01-01T00:00:00Z"
+
+
+def test_a_node_claiming_a_billion_gpus_is_read_with_a_bounded_count() -> None:
+    # Found by tests/unit/runtime/test_fuzz_scheduler_input.py: the session's card rows are as
+    # wide as the widest node, so `nvidia.com/gpu: 999999999` took 19 GB and was OOM-killed.
+    raw = node("n1", gpus=999_999_999)
+    assert R.node(raw).gpu_count == R.MAX_GPUS_PER_NODE
+    assert R.node(node("n2", gpus=8)).gpu_count == 8
