@@ -317,6 +317,8 @@ class Fleet:
             self.procs[name].kill()
         time.sleep(down_for)
         with self._lock:
+            self.procs[name].start()  # restarted here: the supervisor counts only other exits
+            self.restarts += 1
             self.held.discard(name)
 
     def pause(self, name: str, seconds: float) -> None:
