@@ -1023,3 +1023,34 @@ def test_a_binding_the_api_rejects_is_backed_off_and_told_while_others_bind(
             admission.delete_validating_admission_policy_binding(policy)
         with contextlib.suppress(client.ApiException):
             admission.delete_validating_admission_policy(policy)
+
+
+def test_a_running_gang_below_its_minimum_is_evicted_whole_after_its_grace(
+    core: client.CoreV1Api,
+    custom: client.CustomObjectsApi,
+    namespace: str,
+    start_scheduler: Callable[..., Scheduler],
+) -> None:
+    """#28 item 3. A 3-pod gang (grace 2 s) runs; one pod is deleted and nothing brings it back.
+    The two left hold room they cannot use: they are evicted whole (Event StaleGang). On main
+    before #28 they kept running forever."""
+    group_api = ("scheduling.sluice.dev", "v1alpha1", namespace, PodGroup.plural)
+    sched = start_scheduler()
+    sched.wait_ready()
+    body = podgroup("frail", 3)
+    body["spec"]["staleGangGraceSeconds"] = 2
+    custom.create_namespaced_custom_object(*group_api, body)
+    for i in range(3):
+        core.create_namespaced_pod(namespace, pod(f"frail-{i}", group="frail"))
+    wait_for(lambda: len(bound(core, namespace, "frail-")) == 3, 30, "frail runs", sched)
+    core.delete_namespaced_pod("frail-2", namespace, grace_period_seconds=0)
+    wait_for(lambda: not pods(core, namespace, "frail-"), 45, "the rest evicted", sched)
+    wait_for(
+        lambda: any(
+            e.reason == "StaleGang" and e.involved_object.name == "frail"
+            for e in core.list_namespaced_event(namespace).items
+        ),
+        15,
+        "a StaleGang Event",
+        sched,
+    )

@@ -736,6 +736,14 @@ class PodGroupSpec(SluiceModel):
         description="Grace period before this group is preempted (delayed preemption); "
         "unset: the queue's.",
     )
+    stale_gang_grace_seconds: int | None = Field(
+        default=None,
+        ge=-1,
+        le=7 * 86400,
+        description="Seconds this gang may run below its minimum (a pod failed or was evicted "
+        "and did not come back) before it is evicted whole; -1: never. Unset: the scheduler's "
+        "default (60 s), or never for a group a HybridJob/VCJob owns (the job's policies decide).",
+    )
     replica_specs: list[PodGroupReplicaSpec] | None = Field(
         default=None,
         max_length=MAX_TASKS,

@@ -329,10 +329,13 @@ class DecisionApplier:
             return 0
         self._evicting.update(r.uid for r in refs)
         # Delayed victims were counted when marked WillEvict; the eviction at the deadline is the
-        # same preemption.
+        # same preemption. A stale gang is no preemption at all.
         if decision.reason is D.EvictReason.CONSOLIDATED:
             self.metrics.preemptions.labels(kind="consolidation").inc()
-        elif decision.reason is not D.EvictReason.DELAYED_PREEMPTION_DUE:
+        elif decision.reason not in (
+            D.EvictReason.DELAYED_PREEMPTION_DUE,
+            D.EvictReason.STALE_GANG,
+        ):
             now = time.monotonic()
             if not self._victims.recent(decision.group, now):
                 self.metrics.preemptions.labels(kind="immediate").inc()

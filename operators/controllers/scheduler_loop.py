@@ -34,6 +34,7 @@ from operators.runtime.settings import SchedulerSettings
 from operators.scheduler import SessionConfig, SessionResult, run_session
 from operators.scheduler import decisions as D
 from operators.scheduler import snapshot as S
+from operators.scheduler.actions import stale
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +43,8 @@ log = logging.getLogger(__name__)
 LIVE_PODS = {"fieldSelector": "status.phase!=Succeeded,status.phase!=Failed"}
 # Phases of a gang that has not reached minMember yet: the only ones a half-bound repair touches.
 NEVER_RAN = frozenset({S.GroupPhase.PENDING, S.GroupPhase.INQUEUE})
+RAN = frozenset({S.GroupPhase.RUNNING, S.GroupPhase.UNKNOWN})
+STALE_GANG_GRACE = SessionConfig().stale_gang_grace  # the default the core applies
 
 
 class SchedulerOperator:
@@ -54,6 +57,7 @@ class SchedulerOperator:
         self._schedule_wanted = True
         self._stopping = asyncio.Event()
         self._half_bound_since: dict[str, float] = {}
+        self._below_minimum_since: dict[str, float] = {}  # stale-gang candidates (uid -> since)
         self._last_result: SessionResult | None = None
         # Cache changes seen (any kind), and their count when the last session took its
         # snapshot: the safety tick skips a session over an unchanged cache.
@@ -272,6 +276,11 @@ class SchedulerOperator:
             wait = min(wait, max(0.0, since + self.settings.half_bound_grace_seconds - now) + 0.05)
         if self.cache.assumed:
             wait = min(wait, self.settings.assume_ttl_seconds)
+        for uid, since in self._below_minimum_since.items():
+            rec = self.cache.group_record(uid)
+            grace = stale.grace_of(rec.group, STALE_GANG_GRACE) if rec is not None else None
+            if grace is not None:
+                wait = min(wait, max(0.0, since + grace - now) + 0.05)
         if self._backoff is not None:  # a group whose binding was rejected is due again
             for rejection in self._backoff.current(self.cache.has_group).values():
                 if rejection.retry_at > now:
@@ -316,13 +325,14 @@ class SchedulerOperator:
     def _timed_session_due(self) -> bool:
         """Woken by no event (a deadline or the safety tick): is a session due?
 
-        Deadlines, half-bound gangs and binding backoffs always get one. Pending work gets one
+        Deadlines, half-bound gangs, gangs running below their minimum (stale-gang grace) and
+        binding backoffs always get one. Pending work gets one
         only if the cache changed since the last session's snapshot (or an assumed binding may
         expire): the core decides from the snapshot alone, and time enters only through the
         deadlines and backoffs above, so a session over an unchanged cache would decide what
         the last one decided (on a full cluster with a backlog: nothing, at the price of a full
         session every tick)."""
-        if self._half_bound_since or self.cache.preemption_deadlines():
+        if self._half_bound_since or self._below_minimum_since or self.cache.preemption_deadlines():
             return True
         if self._backoff is not None and self._backoff.current(self.cache.has_group):
             return True
@@ -350,7 +360,8 @@ class SchedulerOperator:
         self.cache.expire_assumptions(now, self.settings.assume_ttl_seconds)
         rejections = applier.backoff.current(self.cache.has_group)
         self._changes_at_session = self._changes
-        snap = self.cache.snapshot(now, status.implicit_marks, rejections)
+        below = self._track_below_minimum(applier, now)
+        snap = self.cache.snapshot(now, status.implicit_marks, rejections, below)
         t1 = time.perf_counter()
         # The snapshot is immutable, so the session can run off the event loop while watches
         # and in-flight bindings keep being served; and each gang the session commits (binds
@@ -442,6 +453,21 @@ class SchedulerOperator:
             if new:
                 self.metrics.triggers.labels(cause=cause).inc(new)
                 self._triggers_seen[cause] = n
+
+    def _track_below_minimum(self, applier: DecisionApplier, now: float) -> dict[str, float]:
+        """Running gangs with fewer than minMember pods bound (and not terminating), and since
+        when: the core evicts them whole once their stale-gang grace period has passed."""
+        seen: dict[str, float] = {}
+        for rec in self.cache.groups.values():
+            grp = rec.group
+            if grp.phase not in RAN or grp.min_member < 1 or rec.uid in applier.binding_groups:
+                continue
+            members = self.cache.members(rec.uid)
+            # Only a gang that still holds something is stale (evicting it frees room).
+            if 0 < sum(1 for m in members if m.node_name and not m.deleting) < grp.min_member:
+                seen[rec.uid] = self._below_minimum_since.get(rec.uid, now)
+        self._below_minimum_since = seen
+        return seen
 
     async def _repair_half_bound(
         self, applier: DecisionApplier, bound_now: set[str], now: float

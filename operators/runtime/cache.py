@@ -555,9 +555,11 @@ class SchedulerCache:
         now: float,
         implicit_marks: Mapping[str, S.PreemptionMark] | None = None,
         rejections: Mapping[str, Rejection] | None = None,
+        below_minimum: Mapping[str, float] | None = None,
     ) -> S.Snapshot:
         """``rejections``: groups whose Binding the API rejected (BindBackoff), with the time
-        they may be placed again, on the core's clock (``now``)."""
+        they may be placed again, on the core's clock (``now``). ``below_minimum``: running
+        groups seen below their minimum, since when (stale gangs)."""
         for name in self._dirty_nodes:
             if name in self.nodes:
                 self._built_nodes[name] = self._foreign(name)
@@ -586,6 +588,13 @@ class SchedulerCache:
             groups = [
                 dataclasses.replace(g, retry_binding_at=r.retry_at, binding_error=r.message)
                 if (r := rejections.get(g.uid)) is not None
+                else g
+                for g in groups
+            ]
+        if below_minimum:
+            groups = [
+                dataclasses.replace(g, below_minimum_since=below_minimum[g.uid])
+                if g.uid in below_minimum
                 else g
                 for g in groups
             ]

@@ -17,6 +17,7 @@ from decimal import Decimal
 from types import MappingProxyType
 from typing import Any
 
+from operators.api import batch as B
 from operators.api import labels as L
 from operators.api.quantity import InvalidQuantityError, to_int_ceil, to_milli
 from operators.scheduler import snapshot as S
@@ -128,6 +129,26 @@ def _delay(raw: object) -> float | None:
     if math.isnan(value):
         return None
     return min(max(value, 0.0), MAX_PREEMPTION_DELAY)
+
+
+def _stale_grace(raw: object) -> float | None:
+    """A stale-gang grace period in seconds (negative: never, as -1); None when absent."""
+    delay = _delay(raw)
+    if delay is None:
+        return None
+    return -1.0 if _float(raw, 0.0) < 0 else delay
+
+
+def _owned_by_job(refs: object) -> bool:
+    """Owned by a HybridJob or VCJob (whose policies handle a gang that lost pods)."""
+    if not isinstance(refs, list):
+        return False
+    return any(
+        isinstance(ref, Mapping)
+        and str(ref.get("apiVersion", "")).startswith(f"{B.GROUP}/")
+        and ref.get("kind") in (B.HybridJob.__name__, B.VCJob.__name__)
+        for ref in refs
+    )
 
 
 def _bool(raw: object) -> bool:
@@ -532,6 +553,8 @@ def podgroup(obj: JsonDict) -> GroupRecord:
         max_unavailable=0 if spec.get("preemptible") is False else None,
         preemptible=spec.get("preemptible") is not False,
         consolidated_at=consolidated_at(status),
+        stale_grace=_stale_grace(spec.get("staleGangGraceSeconds")),
+        job_owned=_owned_by_job(meta.get("ownerReferences")),
     )
     return GroupRecord(
         uid=group.uid,

@@ -55,6 +55,7 @@ class EvictReason(enum.StrEnum):
     SHRUNK = "Shrunk"  # surplus replicas of an elastic job given back
     DELAYED_PREEMPTION_DUE = "DelayedPreemptionDue"  # a WillEvict deadline passed
     CONSOLIDATED = "Consolidated"  # moved elsewhere so that a fragmented gang fits
+    STALE_GANG = "StaleGang"  # running below its minimum for longer than its grace period
 
 
 @dataclass(frozen=True, slots=True)

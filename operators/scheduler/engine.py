@@ -29,6 +29,7 @@ from operators.scheduler.actions import (
     enqueue,
     preempt,
     reclaim,
+    stale,
 )
 from operators.scheduler.context import Session, placements
 from operators.scheduler.decisions import (
@@ -140,6 +141,7 @@ def _execute(snapshot: Snapshot, config: SessionConfig) -> SessionResult:
         reservations=Reservations(state, ext, config.max_reservations),
     )
     start = lap("open", start)
+    stale.run(ssn)
     for action in config.actions:
         ACTIONS[action](ssn)
         start = lap(str(action), start)

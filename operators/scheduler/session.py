@@ -60,6 +60,9 @@ class SessionConfig:
     fragmentation_weight: float = 1.0
     # Grace period for victims when neither their group nor their queue sets one (seconds).
     default_preemption_delay: float = 0.0
+    # A running gang below its minimum this long is evicted whole (stale gang; seconds;
+    # negative: never). PodGroup.stale_grace overrides it per group.
+    stale_gang_grace: float = 60.0
     # Upper bound on victim groups considered for one preemptor (bounds session time).
     max_victims_per_preemptor: int = 64
     # Upper bound on preemptors tried per action (bounds session time under heavy contention).

@@ -438,6 +438,14 @@ class PodGroup:
     movable: bool = True
     # When consolidation last moved it (condition ``Consolidated``); None = never.
     consolidated_at: float | None = None
+    # Stale gangs: a running gang below its minimum since ``below_minimum_since`` (the
+    # runtime's observation; None = not below) is evicted whole once ``stale_grace`` seconds
+    # have passed (None: SessionConfig.stale_gang_grace; negative: never). A group a job
+    # operator owns (``job_owned``) is left to the job's own policies unless it sets
+    # ``stale_grace`` itself.
+    below_minimum_since: float | None = None
+    stale_grace: float | None = None
+    job_owned: bool = False
 
 
 class TaskStatus(enum.StrEnum):

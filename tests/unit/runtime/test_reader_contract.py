@@ -200,6 +200,7 @@ def test_podgroup_every_field_arrives() -> None:
         ),
         preemptible=False,
         preemption_delay_seconds=300,
+        stale_gang_grace_seconds=-1,
         replica_specs=[
             A.PodGroupReplicaSpec(name="worker", min_replicas=2, max_replicas=8, priority=5),
             A.PodGroupReplicaSpec(name="ps", min_replicas=1, max_replicas=1, priority=9),
@@ -249,6 +250,7 @@ def test_podgroup_every_field_arrives() -> None:
         ),
         max_unavailable=0,
         preemptible=False,
+        stale_grace=-1.0,
     )
 
 

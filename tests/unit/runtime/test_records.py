@@ -169,3 +169,17 @@ def test_bare_integer_quantities_as_volcano_writes_them() -> None:
         }
     )
     assert q.capability == {"cpu": 2000, "memory": 4 * 2**30, "nvidia.com/gpu": 8}
+
+
+def test_a_group_a_job_owns_is_marked_so_its_policies_handle_stale_gangs() -> None:
+    owned = podgroup("j")
+    owned["metadata"]["ownerReferences"] = [
+        {"apiVersion": "batch.sluice.dev/v1alpha1", "kind": "VCJob", "name": "j", "uid": "u"}
+    ]
+    other = podgroup("d")
+    other["metadata"]["ownerReferences"] = [
+        {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "d", "uid": "v"}
+    ]
+    assert R.podgroup(owned).group.job_owned
+    assert not R.podgroup(other).group.job_owned
+    assert R.podgroup(podgroup("plain")).group.stale_grace is None

@@ -102,7 +102,7 @@ def evictions_have_a_placed_preemptor(result: SessionResult) -> None:
     """Nobody is evicted for a job that does not get the room (in this very session)."""
     served = {d.group for d in result.decisions if isinstance(d, Bind | Nominate)}
     for d in result.decisions:
-        if isinstance(d, Evict):
+        if isinstance(d, Evict) and d.reason != EvictReason.STALE_GANG:
             assert d.preemptor in served, (d.group, d.preemptor)
 
 
@@ -139,7 +139,7 @@ def guarantees_hold(snap: Snapshot, result: SessionResult) -> None:
     before = _usage(snap, queues, (TaskStatus.BOUND,))
     lost: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for d in result.decisions:
-        if not isinstance(d, Evict):
+        if not isinstance(d, Evict) or d.reason == EvictReason.STALE_GANG:
             continue
         victim, preemptor = groups[d.group], groups[d.preemptor]
         inside = set(_chain(queues, preemptor.queue))
