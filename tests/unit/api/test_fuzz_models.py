@@ -60,6 +60,10 @@ def paths(obj: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
 def put(obj: Any, path: tuple[Any, ...], value: Any) -> None:
     for step in path[:-1]:
         obj = obj[step]
+    if isinstance(obj, dict) and not isinstance(path[-1], str):
+        # A list index into an object an earlier change put there: no JSON document has
+        # non-string keys, so such an input cannot reach an operator.
+        raise KeyError(path[-1])
     obj[path[-1]] = value
 
 
