@@ -18,7 +18,6 @@ of the two times is what the operator's bookkeeping costs on this machine at thi
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import json
@@ -34,6 +33,7 @@ import aiohttp
 from aiohttp import web
 
 from bench.admin import started_up
+from bench.clusters import bench_cluster, bench_parser
 from operators.api.batch import TransitionLevel
 from operators.jobs import delivery as D
 from operators.jobs.translog import WINDOW, TransitionRec
@@ -233,32 +233,13 @@ def main(argv: list[str] | None = None) -> int:
     if args_list[:1] == ["--yardstick"]:
         asyncio.run(yardstick(args_list[1], int(args_list[2])))
         return 0
-    parser = argparse.ArgumentParser(
-        prog="python -m bench.events",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--kubeconfig", help="use this running cluster instead of starting one")
+    parser = bench_parser("python -m bench.events", __doc__)
+    parser.set_defaults(profile="small")
     parser.add_argument("--transitions", type=int, default=10_000)
     args = parser.parse_args(args_list)
     logs = pathlib.Path(tempfile.mkdtemp(prefix="sluice-bench-events-"))
-    cluster = None
-    path = args.kubeconfig
-    where = "an existing cluster"
-    if path is None:
-        from operators.devcluster.cluster import DevCluster
-        from operators.devcluster.demo import apply_crds
-
-        cluster = DevCluster(logs / "cluster")
-        cluster.up(profile="small", log=print, timeout=600)
-        apply_crds(cluster)
-        path = str(cluster.kubeconfig)
-        where = "local control plane"
-    try:
+    with bench_cluster(args.kubeconfig, args.profile, logs, nodes=args.nodes) as (path, where, _):
         result = asyncio.run(bench(path, args.transitions, logs))
-    finally:
-        if cluster is not None:
-            cluster.down()
     print()
     print(report(result, where))
     print(f"\nlogs: {logs}")
