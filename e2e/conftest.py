@@ -5,6 +5,11 @@ Fixtures (stable names; later tests build on them):
 - `kubectl`   session: `kubectl(*args, input=None, check=True) -> CompletedProcess[str]`.
 - `k8s`       session: a sync `kubernetes.client.ApiClient` logged in as cluster admin.
 - `namespace` function: a fresh namespace, deleted after the test.
+- `core`, `custom` session: CoreV1Api / CustomObjectsApi on `k8s`.
+- `start_scheduler` function: `start_scheduler(*flags, identity="a") -> Scheduler`, a
+  `python -m operators scheduler` process on a Lease of the test's own (e2e/scheduler_kit.py),
+  stopped after the test.
+- `free_nodes` function: how many of the session's GPU nodes are wholly idle (at least 6).
 Component logs live under the session's temp folder; a failing test prints their last lines.
 
 Bring your own cluster: with SLUICE_BYO_CLUSTER=1 (`make e2e BYO=1`) the suite runs against the
@@ -14,10 +19,12 @@ instead of starting one, and leaves out the tests of the local control plane its
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
+import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -27,6 +34,8 @@ from kubernetes import client
 from operators.devcluster.cluster import DevCluster, kubectl_binary
 from operators.devcluster.demo import apply_crds
 from operators.devcluster.existing import ExistingCluster, byo_kubeconfig, byo_requested
+
+from .scheduler_kit import GPU, NODE_GPUS, Scheduler, busy_gpu_nodes, wait_for
 
 E2E_PROFILE = os.environ.get("SLUICE_E2E_PROFILE", "small")
 _cluster_ref: list[DevCluster] = []
@@ -101,6 +110,51 @@ def namespace(k8s: client.ApiClient) -> Iterator[str]:
         yield name
     finally:
         core.delete_namespace(name, propagation_policy="Background")
+
+
+@pytest.fixture(scope="session")
+def core(k8s: client.ApiClient) -> client.CoreV1Api:
+    return client.CoreV1Api(k8s)
+
+
+@pytest.fixture(scope="session")
+def custom(k8s: client.ApiClient) -> client.CustomObjectsApi:
+    return client.CustomObjectsApi(k8s)
+
+
+@pytest.fixture
+def start_scheduler(cluster: DevCluster, tmp_path: Path) -> Iterator[Callable[..., Scheduler]]:
+    lease = f"sluice-e2e-{uuid.uuid4().hex[:8]}"
+    started: list[Scheduler] = []
+
+    def start(*extra: str, identity: str = "a") -> Scheduler:
+        sched = Scheduler(Path(cluster.kubeconfig), tmp_path, lease, identity).start(*extra)
+        started.append(sched)
+        return sched
+
+    yield start
+    for sched in started:
+        sched.stop()
+    # Captured by pytest and shown only when the test fails.
+    for sched in started:
+        sys.stderr.write(f"\n----- {sched.log_path} -----\n{sched.log(200)}\n")
+
+
+@pytest.fixture
+def free_nodes(core: client.CoreV1Api) -> int:
+    """GPU nodes with every GPU free. Earlier tests' namespaces may still be terminating: wait a
+    little for them, then size the test to whatever is free (at least 6 nodes)."""
+    gpu_nodes = [
+        n.metadata.name
+        for n in core.list_node().items
+        if int((n.status.allocatable or {}).get(GPU, 0)) == NODE_GPUS
+    ]
+    with contextlib.suppress(AssertionError):
+        wait_for(lambda: not busy_gpu_nodes(core), 45, "GPUs released by earlier tests")
+    free = len(set(gpu_nodes) - busy_gpu_nodes(core))
+    # A skip here would hide a leak from an earlier test; fail and name it instead.
+    assert free >= 6, f"only {free} idle GPU nodes: an earlier test left pods holding GPUs"
+    return free
 
 
 def component_logs(lines: int = 40) -> str:

@@ -83,16 +83,6 @@ def operators(cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     sys.stderr.write(f"\n----- {ops.log_path} -----\n{ops.log(200)}\n")
 
 
-@pytest.fixture(scope="module")
-def custom(k8s: client.ApiClient) -> client.CustomObjectsApi:
-    return client.CustomObjectsApi(k8s)
-
-
-@pytest.fixture(scope="module")
-def core(k8s: client.ApiClient) -> client.CoreV1Api:
-    return client.CoreV1Api(k8s)
-
-
 def wait_for(predicate: Callable[[], Any], what: str, ops: Operators, timeout: float = 90) -> Any:
     try:
         return waiting.wait_for(predicate, timeout=timeout, interval=0.3, what=what)

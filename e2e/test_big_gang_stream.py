@@ -13,23 +13,18 @@ from collections.abc import Callable
 import pytest
 from kubernetes import client
 
-from e2e.test_scheduler import (  # the scheduler e2e's helpers and fixtures
+from .scheduler_kit import (
     NODE_GPUS,
     Scheduler,
     assert_no_gpu_shared,
     bound,
-    core,
     create_group,
-    custom,
     fill_cluster,
-    free_nodes,
     pod,
-    start_scheduler,
     wait_for,
 )
 
 pytestmark = pytest.mark.e2e
-__all__ = ["core", "custom", "free_nodes", "start_scheduler"]  # fixtures used by name
 
 GANG_NODES = 4
 STREAM_RUN = "8s"  # how long a 1-GPU pod runs

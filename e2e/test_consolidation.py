@@ -14,7 +14,10 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from e2e.test_scheduler import (  # the scheduler e2e's helpers and fixtures
+from operators.api import labels
+from operators.api.scheduling import PodGroup, Pool
+
+from .scheduler_kit import (
     GPU,
     NODE_GPUS,
     POD_GROUP,
@@ -22,19 +25,14 @@ from e2e.test_scheduler import (  # the scheduler e2e's helpers and fixtures
     assert_no_gpu_shared,
     bound,
     busy_gpu_nodes,
-    core,
-    custom,
     gpu_node_names,
     pod,
     podgroup,
-    start_scheduler,
+    wait_event,
     wait_for,
 )
-from operators.api import labels
-from operators.api.scheduling import PodGroup, Pool
 
 pytestmark = pytest.mark.e2e
-__all__ = ["core", "custom", "start_scheduler"]  # fixtures used by name
 
 GROUP, VERSION = "scheduling.sluice.dev", "v1alpha1"
 POOL_LABEL = "e2e.sluice.dev/pool"
@@ -158,10 +156,7 @@ def test_a_job_moves_so_a_fragmented_gang_fits(
     conds = {c["type"]: c for c in group["status"]["conditions"]}
     assert conds["Consolidated"]["status"] == "True", conds
     assert "big" in conds["Consolidated"]["message"]
-    events = core.list_namespaced_event(namespace).items
-    assert any(e.reason == "Consolidated" and e.involved_object.name == moved[0] for e in events), [
-        (e.reason, e.involved_object.name) for e in events
-    ]
+    wait_event(core, namespace, "Consolidated", moved[0], sched)
     # The pod request is what it claims: 8 whole GPUs.
     assert big_pod.spec.containers[0].resources.limits[GPU] == str(NODE_GPUS)
     assert POD_GROUP in big_pod.metadata.annotations

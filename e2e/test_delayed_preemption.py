@@ -20,7 +20,7 @@ from kubernetes import client
 
 from operators.devcluster.cluster import DevCluster
 
-from .stage import Stage, Team, staged, stays, vcjob
+from .stage import Job, Stage, Team, staged, stays, vcjob
 
 pytestmark = pytest.mark.e2e
 
@@ -52,6 +52,21 @@ def seconds(stamp: str) -> float:
     return datetime.datetime.fromisoformat(stamp).timestamp()
 
 
+def contest(
+    stage: Stage, team: Team, pool: str, low: tuple[str, Job], high: tuple[str, Job]
+) -> set[str]:
+    """On a pool of one 8-GPU node of its own, the `low` job (name, job) runs at low priority;
+    then the `high` one is submitted at high priority, both in `patient`. Returns the uids of
+    the low job's running pods."""
+    stage.own_pool(pool, 1)
+    (victim, victim_job), (preemptor, preemptor_job) = low, high
+    team.submit(victim, victim_job, queue="patient", pool=pool, priority=stage.low)
+    pods = sum(task["replicas"] for task in victim_job.spec["tasks"])
+    running = {p.metadata.uid for p in team.wait_running(victim, pods)}
+    team.submit(preemptor, preemptor_job, queue="patient", pool=pool, priority=stage.high)
+    return running
+
+
 def test_victims_checkpoint_until_the_deadline_then_go_whole_even_across_a_restart(
     stage: Stage, research: Team
 ) -> None:
@@ -60,21 +75,12 @@ def test_victims_checkpoint_until_the_deadline_then_go_whole_even_across_a_resta
     even more urgent job cannot take the victim meanwhile. The operators are killed and
     restarted in the middle; the deadline stays, the victim keeps running until then, and at the
     deadline it is evicted whole and the urgent job runs."""
-    stage.own_pool("delay-pool", 1)
-    research.submit(
-        "checkpointing",
-        vcjob(2, gpus=4, runs_for="600s"),
-        queue="patient",
-        pool="delay-pool",
-        priority=stage.low,
-    )
-    victims = {p.metadata.uid for p in research.wait_running("checkpointing", 2)}
-    research.submit(
-        "urgent",
-        vcjob(1, gpus=8, runs_for="5s"),
-        queue="patient",
-        pool="delay-pool",
-        priority=stage.high,
+    victims = contest(
+        stage,
+        research,
+        "delay-pool",
+        ("checkpointing", vcjob(2, gpus=4, runs_for="600s")),
+        ("urgent", vcjob(1, gpus=8, runs_for="5s")),
     )
     will_evict = stage.wait(
         "checkpointing marked WillEvict",
@@ -137,21 +143,12 @@ def test_cancelling_the_preemptor_or_room_freeing_up_reverts_both(
     """Two delayed preemptions that never happen: the preemptor is cancelled before the
     deadline; and room frees up (a job finishes) before the deadline. Both marks are cleared and
     nobody is evicted."""
-    stage.own_pool("calm-pool", 1)
-    research.submit(
-        "steady",
-        vcjob(1, gpus=8, runs_for="600s"),
-        queue="patient",
-        pool="calm-pool",
-        priority=stage.low,
-    )
-    steady = {p.metadata.uid for p in research.wait_running("steady", 1)}
-    research.submit(
-        "impatient",
-        vcjob(1, gpus=8, runs_for="5s"),
-        queue="patient",
-        pool="calm-pool",
-        priority=stage.high,
+    steady = contest(
+        stage,
+        research,
+        "calm-pool",
+        ("steady", vcjob(1, gpus=8, runs_for="600s")),
+        ("impatient", vcjob(1, gpus=8, runs_for="5s")),
     )
     stage.wait(
         "steady marked WillEvict", lambda: mark(research, "steady").get("role") == "WillEvict"
@@ -160,21 +157,12 @@ def test_cancelling_the_preemptor_or_room_freeing_up_reverts_both(
     stage.wait("steady's mark cleared", lambda: not mark(research, "steady"))
     assert research.condition("steady", "WillEvict").get("status") == "False"
 
-    stage.own_pool("ebb-pool", 1)
-    research.submit(
-        "ending",
-        vcjob(1, gpus=8, runs_for="12s"),
-        queue="patient",
-        pool="ebb-pool",
-        priority=stage.low,
-    )
-    research.wait_running("ending", 1)
-    research.submit(
-        "waiter",
-        vcjob(1, gpus=8, runs_for="5s"),
-        queue="patient",
-        pool="ebb-pool",
-        priority=stage.high,
+    contest(
+        stage,
+        research,
+        "ebb-pool",
+        ("ending", vcjob(1, gpus=8, runs_for="12s")),
+        ("waiter", vcjob(1, gpus=8, runs_for="5s")),
     )
     stage.wait(
         "waiter marked Privileged", lambda: mark(research, "waiter").get("role") == "Privileged"

@@ -1,8 +1,9 @@
 """The `scheduler` operator against the real local control plane (small profile: 16 kwok nodes
 with 8 GPUs each, NVLink islands {0-3} and {4-7}).
 
-The scheduler runs as a subprocess (`python -m operators scheduler`), so SIGKILL and restart are
-real. Each test uses its own Lease name, so a killed scheduler of one test never delays another.
+The scheduler runs as a subprocess (`python -m operators scheduler`, e2e/scheduler_kit.py), so
+SIGKILL and restart are real. Each test uses its own Lease name, so a killed scheduler of one test
+never delays another.
 """
 
 from __future__ import annotations
@@ -10,15 +11,10 @@ from __future__ import annotations
 import contextlib
 import json
 import signal
-import subprocess
-import sys
 import threading
 import time
-import urllib.request
-import uuid
 from collections import defaultdict
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -26,260 +22,29 @@ from kubernetes import client, watch
 
 from operators.api import labels
 from operators.api.scheduling import PodGroup, Queue
-from operators.devcluster import profiles, waiting
-from operators.devcluster.processes import free_port
+from operators.devcluster import profiles
+
+from .scheduler_kit import (
+    GPU,
+    GPU_IDS,
+    NODE_GPUS,
+    NVLINK_ISLANDS,
+    Scheduler,
+    assert_no_gpu_shared,
+    bound,
+    busy_gpu_nodes,
+    create_group,
+    fill_cluster,
+    gpu_ids,
+    gpu_node_names,
+    pod,
+    podgroup,
+    pods,
+    wait_event,
+    wait_for,
+)
 
 pytestmark = pytest.mark.e2e
-
-GPU = "nvidia.com/gpu"
-GPU_IDS = labels.GPU_IDS
-POD_GROUP = labels.POD_GROUP
-NODE_GPUS = 8
-NVLINK_ISLANDS = ({0, 1, 2, 3}, {4, 5, 6, 7})
-
-
-class Scheduler:
-    """One `python -m operators scheduler` process; restartable, killable, with its log kept."""
-
-    def __init__(self, kubeconfig: Path, log_dir: Path, lease: str, identity: str) -> None:
-        self.kubeconfig = kubeconfig
-        self.log_path = log_dir / f"scheduler-{identity}.log"
-        self.lease = lease
-        self.identity = identity
-        self.port = free_port()
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.extra: list[str] = []
-
-    def start(self, *extra: str) -> Scheduler:
-        self.extra = list(extra) or self.extra
-        cmd = [
-            sys.executable,
-            "-m",
-            "operators",
-            "scheduler",
-            f"--kubeconfig={self.kubeconfig}",
-            f"--metrics-port={self.port}",
-            "--metrics-host=127.0.0.1",
-            f"--lease-name={self.lease}",
-            f"--identity={self.identity}",
-            "--lease-duration-seconds=6",
-            "--renew-deadline-seconds=4",
-            "--retry-period-seconds=1",
-            "--half-bound-grace-seconds=5",
-            "--log-level=DEBUG",
-            *self.extra,
-        ]
-        with self.log_path.open("ab") as out:
-            out.write(f"\n$ {' '.join(cmd)}\n".encode())
-            out.flush()
-            self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
-        return self
-
-    def get(self, path: str) -> tuple[int, str]:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=2) as r:
-                return r.status, r.read().decode()
-        except urllib.error.HTTPError as err:
-            return err.code, ""
-        except OSError:
-            return 0, ""
-
-    def wait_ready(self, timeout: float = 90) -> None:
-        # A hang detector, not a speed check: a loaded 2-core machine needs ~30 s to import.
-        wait_for(lambda: self.get("/readyz")[0] == 200, timeout, "scheduler /readyz", self)
-
-    def metric(self, name: str, missing: float | None = None) -> float:
-        """A sample's value. A series that is not exported fails the test (so a renamed or
-        never-registered metric cannot read as 0), unless `missing` says what absence means
-        (e.g. while polling a scheduler that is still starting)."""
-        _, text = self.get("/metrics")
-        for line in text.splitlines():
-            if line.startswith((name + " ", name + "{")):
-                return float(line.rsplit(" ", 1)[1])
-        if missing is None:
-            raise AssertionError(f"metric {name} is not exported\n{self.log()}")
-        return missing
-
-    def kill(self, sig: int = signal.SIGKILL) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            self.proc.wait(20)
-
-    def stop(self) -> None:
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.kill(signal.SIGTERM)
-        self.kill(signal.SIGKILL)
-
-    def log(self, lines: int = 60) -> str:
-        text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-        return "\n".join(text.splitlines()[-lines:])
-
-
-def wait_for(
-    predicate: Callable[[], Any],
-    timeout: float,
-    what: str,
-    scheduler: Scheduler | None = None,
-    interval: float = 0.2,
-) -> Any:
-    """`operators.devcluster.waiting.wait_for`, with the scheduler's log on a timeout."""
-    try:
-        return waiting.wait_for(predicate, timeout=timeout, interval=interval, what=what)
-    except TimeoutError as exc:
-        tail = f"\nscheduler log:\n{scheduler.log()}" if scheduler else ""
-        raise AssertionError(f"{exc}{tail}") from exc
-
-
-@pytest.fixture
-def core(k8s: client.ApiClient) -> client.CoreV1Api:
-    return client.CoreV1Api(k8s)
-
-
-@pytest.fixture
-def custom(k8s: client.ApiClient) -> client.CustomObjectsApi:
-    return client.CustomObjectsApi(k8s)
-
-
-@pytest.fixture
-def start_scheduler(cluster: Any, tmp_path: Path) -> Iterator[Callable[..., Scheduler]]:
-    lease = f"sluice-e2e-{uuid.uuid4().hex[:8]}"
-    started: list[Scheduler] = []
-
-    def start(*extra: str, identity: str = "a") -> Scheduler:
-        sched = Scheduler(Path(cluster.kubeconfig), tmp_path, lease, identity).start(*extra)
-        started.append(sched)
-        return sched
-
-    yield start
-    for sched in started:
-        sched.stop()
-    # Captured by pytest and shown only when the test fails.
-    for sched in started:
-        sys.stderr.write(f"\n----- {sched.log_path} -----\n{sched.log(200)}\n")
-
-
-def pod(
-    name: str,
-    gpus: int = 0,
-    *,
-    group: str = "",
-    cpu: str = "1",
-    annotations: dict[str, str] | None = None,
-) -> dict[str, Any]:
-    ann = dict(annotations or {})
-    if group:
-        ann[POD_GROUP] = group
-    limits = {GPU: str(gpus)} if gpus else {}
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "annotations": ann, "labels": {"app": name.rsplit("-", 1)[0]}},
-        "spec": {
-            "schedulerName": "sluice",
-            "terminationGracePeriodSeconds": 0,
-            "containers": [
-                {
-                    "name": "c",
-                    "image": "fake",
-                    "resources": {"requests": {"cpu": cpu}, "limits": limits},
-                }
-            ],
-        },
-    }
-
-
-def podgroup(name: str, min_member: int) -> dict[str, Any]:
-    return {
-        "apiVersion": "scheduling.sluice.dev/v1alpha1",
-        "kind": "PodGroup",
-        "metadata": {"name": name},
-        "spec": {"minMember": min_member},
-    }
-
-
-def create_group(
-    core: client.CoreV1Api,
-    custom: client.CustomObjectsApi,
-    ns: str,
-    name: str,
-    size: int,
-    gpus: int,
-    annotations: dict[str, str] | None = None,
-) -> None:
-    custom.create_namespaced_custom_object(
-        PodGroup.group, PodGroup.version, ns, PodGroup.plural, podgroup(name, size)
-    )
-    for i in range(size):
-        core.create_namespaced_pod(
-            ns, pod(f"{name}-{i}", gpus, group=name, annotations=annotations)
-        )
-
-
-def pods(core: client.CoreV1Api, ns: str, prefix: str = "") -> list[client.V1Pod]:
-    return [p for p in core.list_namespaced_pod(ns).items if p.metadata.name.startswith(prefix)]
-
-
-def bound(core: client.CoreV1Api, ns: str, prefix: str = "") -> list[client.V1Pod]:
-    return [p for p in pods(core, ns, prefix) if p.spec.node_name]
-
-
-def gpu_ids(p: client.V1Pod) -> set[int]:
-    raw = (p.metadata.annotations or {}).get(GPU_IDS, "")
-    return {int(x) for x in raw.split(",") if x}
-
-
-def busy_gpu_nodes(core: client.CoreV1Api) -> set[str]:
-    busy: set[str] = set()
-    for p in core.list_pod_for_all_namespaces().items:
-        if p.spec.node_name and p.status.phase not in ("Succeeded", "Failed"):
-            for c in p.spec.containers:
-                if int(((c.resources and c.resources.limits) or {}).get(GPU, 0)):
-                    busy.add(p.spec.node_name)
-    return busy
-
-
-@pytest.fixture
-def free_nodes(core: client.CoreV1Api) -> int:
-    """GPU nodes with every GPU free. Earlier tests' namespaces may still be terminating: wait a
-    little for them, then size the test to whatever is free (at least 6 nodes)."""
-    gpu_nodes = [
-        n.metadata.name
-        for n in core.list_node().items
-        if int((n.status.allocatable or {}).get(GPU, 0)) == NODE_GPUS
-    ]
-    with contextlib.suppress(AssertionError):
-        wait_for(lambda: not busy_gpu_nodes(core), 45, "GPUs released by earlier tests")
-    free = len(set(gpu_nodes) - busy_gpu_nodes(core))
-    # A skip here would hide a leak from an earlier test; fail and name it instead.
-    assert free >= 6, f"only {free} idle GPU nodes: an earlier test left pods holding GPUs"
-    return free
-
-
-def fill_cluster(core: client.CoreV1Api, ns: str, nodes: int, sched: Scheduler) -> None:
-    """Take `nodes` whole nodes with 8-GPU blocker pods (bound by the scheduler itself)."""
-    for i in range(nodes):
-        core.create_namespaced_pod(ns, pod(f"blocker-{i}", NODE_GPUS))
-    wait_for(lambda: len(bound(core, ns, "blocker-")) == nodes, 30, "blockers bound", sched)
-
-
-def assert_no_gpu_shared(core: client.CoreV1Api) -> None:
-    """No two live pods on one node hold the same GPU id, and no node gives out more than 8."""
-    held: dict[str, list[int]] = defaultdict(list)
-    for p in core.list_pod_for_all_namespaces().items:
-        if p.spec.node_name and p.status.phase not in ("Succeeded", "Failed"):
-            held[p.spec.node_name].extend(gpu_ids(p))
-    for node, ids in held.items():
-        assert len(ids) == len(set(ids)), f"GPU handed out twice on {node}: {sorted(ids)}"
-        assert len(ids) <= NODE_GPUS
-
-
-def gpu_node_names(core: client.CoreV1Api) -> list[str]:
-    """The dev cluster's ordinary GPU nodes (8 cards, no taint), by name."""
-    return sorted(
-        n.metadata.name
-        for n in core.list_node().items
-        if int((n.status.allocatable or {}).get(GPU, 0)) == NODE_GPUS and not n.spec.taints
-    )
 
 
 def bind_by_hand(core: client.CoreV1Api, ns: str, name: str) -> None:
@@ -629,16 +394,7 @@ def test_plain_pod_that_cannot_fit_says_why(
     cond = wait_for(unschedulable, 30, "PodScheduled=False/Unschedulable", sched)
     assert cond.status == "False"
     assert "GPU" in cond.message or "gpu" in cond.message, cond.message
-    events = wait_for(
-        lambda: [
-            e
-            for e in core.list_namespaced_event(namespace).items
-            if e.reason == "FailedScheduling" and e.involved_object.name == "too-big-0"
-        ],
-        15,
-        "a FailedScheduling Event",
-        sched,
-    )
+    events = wait_event(core, namespace, "FailedScheduling", "too-big-0", sched)
     assert events[0].type == "Warning"
     assert events[0].message == cond.message
 
@@ -722,15 +478,7 @@ def test_volcano_pods_missing_group_and_queue_alias(
     )
     message = wait_for(lambda: waiting_message("ghost-0"), 30, "ghost-0 told why", sched)
     assert f"PodGroup 'ghost' does not exist in namespace '{namespace}'" in message
-    wait_for(
-        lambda: any(
-            e.reason == "FailedScheduling" and e.involved_object.name == "ghost-0"
-            for e in core.list_namespaced_event(namespace).items
-        ),
-        15,
-        "a FailedScheduling Event for ghost-0",
-        sched,
-    )
+    wait_event(core, namespace, "FailedScheduling", "ghost-0", sched)
     custom.create_namespaced_custom_object(
         PodGroup.group, PodGroup.version, namespace, PodGroup.plural, podgroup("ghost", 1)
     )
@@ -818,15 +566,7 @@ def test_missing_pool_falls_back_loudly_and_a_cut_off_queue_admits_nothing(
         wait_for(lambda: bound(core, namespace, "astray-"), 30, "astray-0 bound", sched)
         fallback = wait_for(lambda: condition("astray", "PoolFallback"), 30, "PoolFallback", sched)
         assert (fallback["status"], fallback["reason"]) == ("True", "PoolNotFound")
-        wait_for(
-            lambda: any(
-                e.reason == "PoolNotFound" and e.involved_object.name == "astray"
-                for e in core.list_namespaced_event(namespace).items
-            ),
-            15,
-            "a PoolNotFound Event",
-            sched,
-        )
+        wait_event(core, namespace, "PoolNotFound", "astray", sched)
         # A queue whose parent does not exist would escape its ancestors' capability: closed.
         closed = wait_for(
             lambda: (c := condition("cut-off", "Unschedulable")) and c["status"] == "True" and c,
@@ -1045,12 +785,4 @@ def test_a_running_gang_below_its_minimum_is_evicted_whole_after_its_grace(
     wait_for(lambda: len(bound(core, namespace, "frail-")) == 3, 30, "frail runs", sched)
     core.delete_namespaced_pod("frail-2", namespace, grace_period_seconds=0)
     wait_for(lambda: not pods(core, namespace, "frail-"), 45, "the rest evicted", sched)
-    wait_for(
-        lambda: any(
-            e.reason == "StaleGang" and e.involved_object.name == "frail"
-            for e in core.list_namespaced_event(namespace).items
-        ),
-        15,
-        "a StaleGang Event",
-        sched,
-    )
+    wait_event(core, namespace, "StaleGang", "frail", sched)
