@@ -129,7 +129,9 @@ def test_preempting_for_a_one_tor_job_frees_one_tor(stage: Stage) -> None:
 def test_disruption_budgets_hold_and_preemption_never_trades_places_back(stage: Stage) -> None:
     """A low-priority job guarded by a PodDisruptionBudget is not preempted: the urgent job waits
     until it finishes. And once a job has preempted another, the victim does not preempt it back
-    when re-queued: over time each is evicted at most once, the winner never."""
+    when re-queued: over time each is evicted at most once, the winner never. A job of the
+    winner's own priority does not take its place either: it waits for the winner to finish,
+    then goes before the re-queued victim."""
     stage.own_pool("guarded-pool", 1)
     stage.own_pool("duel-pool", 1)
     with stage.team("research") as research:
@@ -160,12 +162,16 @@ def test_disruption_budgets_hold_and_preemption_never_trades_places_back(stage: 
         )
         research.wait_running("winner", 1)
         winner = research.uids("winner")
+        research.submit(
+            "peer", vcjob(1, gpus=8, runs_for="2s"), pool="duel-pool", priority=stage.high
+        )
         stays(
             stage,
             "the guarded job keeps its pods and the winner its place",
             lambda: (
                 research.uids("guarded") | research.uids("winner") == guarded | winner
                 and not research.running("urgent")
+                and not research.running("peer")
             ),
             8,
         )
@@ -174,4 +180,7 @@ def test_disruption_budgets_hold_and_preemption_never_trades_places_back(stage: 
         assert not research.events("guarded", "Preempted")
         research.wait_running("urgent", 1, timeout=60)  # once the guarded job has finished
         research.wait_finished("winner")
+        research.wait_finished("peer")  # equal priority: after the winner, not instead
         research.wait_running("holder", 1)  # re-queued, it runs again when room returns
+        assert not research.events("peer", "Preempted")
+        assert research.times("holder", "Preempted") == 1, "the peer went before the holder ran"

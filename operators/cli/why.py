@@ -14,6 +14,7 @@ from operators.api import labels as L
 from operators.api.scheduling import PodGroup
 from operators.cli import common
 from operators.runtime.client import ApiError, KubeClient
+from operators.scheduler.decisions import EvictReason
 
 BATCH = "/apis/batch.sluice.dev/v1alpha1"
 KINDS = {
@@ -33,8 +34,8 @@ KINDS = {
     "vcjobs": "vcjobs",
 }
 MAX_EVENTS = 5
-EVICTIONS = frozenset({"Preempted", "Reclaimed", "Shrunk", "DelayedPreemptionDue"})
-"""Event reasons the scheduler posts when it evicts a group's pods (decisions.EvictReason)."""
+EVICTIONS = frozenset(EvictReason)
+"""Event reasons the scheduler posts when it evicts a group's pods."""
 
 UNBLOCK: Mapping[str, str] = {
     "NotEnoughResources": "it starts when its queue's share or the cluster has room for the "
@@ -71,6 +72,18 @@ UNBLOCK: Mapping[str, str] = {
     "Growing": "it runs at its minimum and grows toward its maximum when capacity is idle",
     "PodGroupNotFound": "create the PodGroup the pod names, or remove the annotation to "
     "schedule the pod alone",
+    "NonPreemptibleOverQuota": "it is not preemptible (`preemptible: false`), so it runs only "
+    "within its queue's (and every ancestor's) deserved share, in its own pool, never on "
+    "borrowed room; it starts when its queue's own jobs leave that room, when an admin raises "
+    "the queue's guarantee, or, resubmitted with `preemptible: true`, on idle room it may lose "
+    "to reclaim",
+    "BindingRejected": "the API server refused its Binding (see the FailedBinding Event: an "
+    "admission policy or webhook); the scheduler retries after a backoff of up to 5 minutes; "
+    "fix or exempt what refuses it",
+    "Consolidating": "running jobs are being moved to open a placement for it; it starts when "
+    "they are gone",
+    "Waiting": "no scheduling cycle has looked at it yet; if this lasts, check that the "
+    "sluice-scheduler Deployment is running",
 }
 
 

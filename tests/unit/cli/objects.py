@@ -359,3 +359,30 @@ PRIVILEGED_JOB: dict[str, Any] = {
     "pods": [job_pod("urgent", "urgent-worker-0")],
     "events": [],
 }
+
+# #28 item 2: a non-preemptible job whose queue's deserved share is used up, though room is idle.
+NON_PREEMPTIBLE_JOB: dict[str, Any] = {
+    "kind": "VCJob",
+    "namespace": "team-a",
+    "name": "steady",
+    "groupName": "steady",
+    "podgroup": job_group(
+        "steady",
+        "gpu-pool",
+        {
+            "phase": "Pending",
+            "conditions": [
+                {
+                    "type": "Unschedulable",
+                    "status": "True",
+                    "reason": "NonPreemptibleOverQuota",
+                    "message": "non-preemptible: runs only within its queues' deserved share; "
+                    "queue 'team-a' holds GPUs 6 of GPUs 8 deserved, it needs GPUs 4",
+                }
+            ],
+        },
+        queue="team-a",
+    ),
+    "pods": [job_pod("steady", f"steady-worker-{i}") for i in (0, 1)],
+    "events": [],
+}

@@ -57,6 +57,7 @@ def test_top() -> None:
         ("why-reclaimed-job", O.RECLAIMED_JOB),
         ("why-will-evict-job", O.WILL_EVICT_JOB),
         ("why-privileged-job", O.PRIVILEGED_JOB),
+        ("why-non-preemptible-job", O.NON_PREEMPTIBLE_JOB),
     ],
 )
 def test_why(name: str, facts: dict[str, Any]) -> None:

@@ -23,7 +23,7 @@ from operators.scheduler.snapshot import (
     Tenant,
 )
 
-from .builders import binds, evictions, group, node, nominations, tasks
+from .builders import binds, elastic, evictions, group, node, nominations, sessions, tasks
 
 
 def _full_cluster(preemptor_priority: int = 100, **preemptor: object) -> Snapshot:
@@ -314,3 +314,38 @@ def test_delayed_reclaim_across_queues_evicts_at_the_deadline() -> None:
     assert evicted.group == victim
     assert evicted.reason == EvictReason.DELAYED_PREEMPTION_DUE
     assert [n.group for n in nominations(due)] == ["b0"]
+
+
+def test_a_big_gang_takes_its_victims_in_one_session_and_nothing_more_after() -> None:
+    """docs/scheduling.md scenario 5 as the core sees it: 24 GPUs hold an elastic job grown to
+    6 x 2 GPUs (minimum 2) and two 4-GPU jobs, 4 idle; an 8 x 2 GPU gang of higher priority
+    needs 12 more. The first session shrinks the elastic job to its minimum and evicts one
+    4-GPU job, and nominates the whole gang to the room they leave; no later session evicts
+    anything more (the victims, re-queued, never preempt), and the gang binds once they are
+    gone."""
+    nodes = tuple(node(f"n{i}", cpu=40, gpus=8) for i in range(3))
+    snap = Snapshot(
+        now=0,
+        nodes=nodes,
+        groups=(
+            elastic("e", 2, 6, phase=GroupPhase.RUNNING),
+            group("a", phase=GroupPhase.RUNNING),
+            group("b", phase=GroupPhase.RUNNING),
+            group("big", min_member=8, priority=100),
+        ),
+        tasks=(
+            *tasks("e", 6, gpus=2, role="w", on=["n0", "n0", "n0", "n0", "n1", "n1"]),
+            *tasks("a", 1, gpus=4, on=["n1"]),
+            *tasks("b", 1, gpus=4, on=["n2"]),
+            *tasks("big", 8, gpus=2),
+        ),
+    )
+    results = [result for result, _ in sessions(snap, 4)]
+    first = evictions(results[0])
+    shrunk = [e for e in first if e.group == "e"]
+    whole = [e for e in first if e.group != "e"]
+    assert [len(e.tasks) for e in shrunk] == [4], "the elastic job shrinks to its minimum"
+    assert [e.group for e in whole] in (["a"], ["b"]), "and one 4-GPU job goes whole"
+    assert len(nominations(results[0])) == 8, "the whole gang waits on the room, in one step"
+    assert [evictions(r) for r in results[1:]] == [[], [], []], "nothing more is evicted"
+    assert sum(len(binds(r)) for r in results[1:]) == 8
