@@ -6,6 +6,11 @@ over the 44 team queues of bench.core's tree. Each session then re-checks every 
 (admission counts idle and reclaimable room; preempt and reclaim look for victims) and decides
 nothing new. Prints the median session time over a few runs, with the yardstick of bench.core
 (the naive first-fit loop) measured in the same process.
+
+``--queues 1`` puts every pod in the ``default`` queue, as ``bench.live``'s full cluster does
+(plain pods of one namespace): a true steady state, where each session decides nothing. With the
+44 team queues some queues hold more than their share, so every session reclaims for the others
+(the victim search at full size).
 """
 
 from __future__ import annotations
@@ -25,8 +30,10 @@ GiB = 2**30
 LEAVES = tuple(f"dept-{d}-team-{t}" for d in range(4) for t in range(11))
 
 
-def full_cluster(nodes: int, running: int, pending: int) -> Snapshot:
-    """`running` one-pod groups filling `nodes` nodes (CPU-bound), plus `pending` more."""
+def full_cluster(nodes: int, running: int, pending: int, queues: int = len(LEAVES)) -> Snapshot:
+    """`running` one-pod groups filling `nodes` nodes (CPU-bound), plus `pending` more, spread
+    over the first `queues` team queues (1: all in ``default``)."""
+    leaves = LEAVES[:queues] if queues > 1 else ("default",)
     per_node = max(1, running // nodes)
     cpu = 96_000 // per_node
     node_objs = build_nodes(nodes)
@@ -36,7 +43,7 @@ def full_cluster(nodes: int, running: int, pending: int) -> Snapshot:
         uid, name, bound = f"pod:{i:06d}", f"p-{i:06d}", i < running
         ns = f"ns-{i % 40}"
         phase = GroupPhase.RUNNING if bound else GroupPhase.PENDING
-        queue = LEAVES[i % len(LEAVES)]
+        queue = leaves[i % len(leaves)]
         groups.append(PodGroup(uid, ns, name, queue=queue, created=float(i), phase=phase))
         node = node_objs[(i // per_node) % nodes].name if bound else None
         status = TaskStatus.BOUND if bound else TaskStatus.PENDING
@@ -82,6 +89,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--pending", type=int, default=2_000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument(
+        "--queues",
+        type=int,
+        default=len(LEAVES),
+        help=f"team queues the pods are spread over (1..{len(LEAVES)}; 1: all in default, "
+        "bench.live's shape, where a session decides nothing)",
+    )
+    parser.add_argument(
         "--actions",
         default=",".join(DEFAULT_ACTIONS),
         help="comma-separated session actions (default: all), e.g. enqueue to time admission",
@@ -95,7 +109,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     actions = tuple(ActionName(a) for a in args.actions.split(","))
     configs = {arm: replace(ARMS[arm], actions=actions) for arm in args.arms.split(",")}
-    snap = full_cluster(args.nodes, args.running, args.pending)
+    snap = full_cluster(args.nodes, args.running, args.pending, args.queues)
     load = os.getloadavg()[0]
     outcomes = {arm: run_session(snap, config).decisions for arm, config in configs.items()}
     same = all(d == next(iter(outcomes.values())) for d in outcomes.values())
@@ -103,7 +117,7 @@ def main(argv: list[str] | None = None) -> None:
     yard = statistics.median(first_fit_yardstick(snap)[0] for _ in range(args.repeats))
     print(
         f"full cluster: {args.nodes} nodes, {args.running} running + {args.pending} pending "
-        f"one-pod groups; actions {args.actions}; load {load:.1f} at start, "
+        f"one-pod groups in {args.queues} queue(s); actions {args.actions}; load {load:.1f} at start, "
         f"{os.getloadavg()[0]:.1f} at end; yardstick {yard:.3f} s"
     )
     for arm, (median, best, phases, decisions) in results.items():

@@ -40,6 +40,9 @@ class ResourceSpace:
         self.memory = self.index[MEMORY]
         self.gpu = self.index[GPU]
         self.pods = self.index[PODS]
+        # Texts of vectors already described: explanations repeat the same few amounts (one
+        # per pod shape, idle room, ...) for every waiting group of a backlog.
+        self._described: dict[bytes, str] = {}
 
     def zeros(self) -> NDArray[np.float64]:
         return np.zeros(self.size, dtype=np.float64)
@@ -70,6 +73,13 @@ class ResourceSpace:
 
     def describe(self, vec: NDArray[np.float64]) -> str:
         """Human-readable amounts, e.g. ``"cpu 4, memory 16Gi, GPUs 8"`` (zeros omitted)."""
+        key = np.asarray(vec, dtype=np.float64).tobytes()
+        text = self._described.get(key)
+        if text is None:
+            text = self._described[key] = self._describe(vec)
+        return text
+
+    def _describe(self, vec: NDArray[np.float64]) -> str:
         parts: list[str] = []
         for i, name in enumerate(self.names):
             value = float(vec[i])

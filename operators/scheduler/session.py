@@ -81,7 +81,9 @@ class SessionConfig:
     # Within one pass of allocate or of backfill's borrowing, a group equivalent to one that
     # already failed to fit (same pool, topology request and pod shapes; room only shrinks
     # within a pass) fails the same way without being placed again, and shares that failure's
-    # explanation text. Same decisions either way; off only to check that (tests).
+    # explanation text. Likewise admission: a Pending group holding nothing gets the verdict
+    # of an equivalent one (same queue, pool, priority, gang minimum) asked while nothing that
+    # verdict reads has moved. Same decisions either way; off only to check that (tests).
     equivalence_cache: bool = True
     # Preempt and reclaim keep their candidates in victim order across preemptors (sorted once
     # per change of queue usage or of a candidate's holdings) and ask the victim filters only

@@ -22,7 +22,7 @@
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -59,6 +59,12 @@ class Quota:
         # change when holdings do, so they are computed once per holdings version (below).
         self._idle_at: tuple[object, NDArray[np.float64]] | None = None
         self._held: _HeldIndex | None = None
+        # Admission verdicts of groups holding nothing, by what the verdict reads of the group,
+        # valid while nothing it reads of the session moves (SessionConfig.equivalence_cache):
+        # a backlog of look-alike plain pods is refused once, not once per pod.
+        self._reserved_version = 0
+        self._verdicts: dict[tuple[object, ...], Verdict] = {}
+        self._verdicts_at: tuple[object, ...] | None = None
         for g in state.groups:
             if g.queue >= 0 and g.phase == GroupPhase.INQUEUE and not g.gang_satisfied():
                 self.reserve(g, state.min_resources(g))
@@ -68,11 +74,13 @@ class Quota:
             return
         self._by_group[g.uid] = need
         self.reserved[self.tree.ancestors[g.queue]] += need
+        self._reserved_version += 1
 
     def release(self, g: GroupInfo) -> None:
         need = self._by_group.pop(g.uid, None)
         if need is not None:
             self.reserved[self.tree.ancestors[g.queue]] -= need
+            self._reserved_version += 1
 
     # ------------------------------------------------------------------ extension points
 
@@ -81,6 +89,20 @@ class Quota:
         return (self.tree.share(q),) if q >= 0 else (float("inf"),)
 
     def enqueue(self, g: GroupInfo, need: NDArray[np.float64]) -> Verdict:
+        if g.held_count > 0 or g.queue < 0 or not self.state.config.equivalence_cache:
+            return self._enqueue(g, need)
+        # Everything _enqueue reads of a group holding nothing (_reclaimable's key included;
+        # a missing queue is named in its verdict, so those are not shared).
+        key = (g.queue, g.pool, g.priority, g.can_preempt, g.pg.overcommit, need.tobytes())
+        version = (*self._version(), self._reserved_version, self.tree.deserved.tobytes())
+        if self._verdicts_at != version:
+            self._verdicts, self._verdicts_at = {}, version
+        found = self._verdicts.get(key)
+        if found is None:
+            found = self._verdicts[key] = self._enqueue(g, need)
+        return found
+
+    def _enqueue(self, g: GroupInfo, need: NDArray[np.float64]) -> Verdict:
         tree, space = self.tree, self.state.space
         name = g.pg.queue
         if g.queue < 0:
@@ -269,8 +291,20 @@ class Quota:
         Summed in the same order as the plain loop over groups and their tasks, so the figure
         is bit for bit the same; but the held tasks are indexed once per holdings version, so
         each Pending group costs a few vector operations instead of a walk over every task of
-        the cluster."""
+        the cluster. Groups that hold nothing and agree on everything the selection reads
+        (pool, queue, priority, may preempt) get the same figure: it is computed once per
+        holdings version for them (a backlog of look-alike plain pods asks it thousands of
+        times)."""
         held = self._held_index()
+        if g.held_count > 0:
+            return self._reclaimable_rows(held, g)
+        key = (g.pool, g.queue, g.priority, g.can_preempt)
+        found = held.alike.get(key)
+        if found is None:
+            found = held.alike[key] = self._reclaimable_rows(held, g)
+        return found.copy()
+
+    def _reclaimable_rows(self, held: _HeldIndex, g: GroupInfo) -> NDArray[np.float64]:
         over = self.state.space.zeros()
         if not len(held.req):
             return over.copy()
@@ -325,6 +359,8 @@ class _HeldIndex:
     job: NDArray[np.int64]
     borrowed_pool: NDArray[np.int64]  # pool it runs in when borrowed there, else -1
     req: NDArray[np.float64]
+    # Reclaimable room of groups holding nothing, by (pool, queue, priority, may preempt).
+    alike: dict[tuple[object, ...], NDArray[np.float64]] = field(default_factory=dict)
 
 
 class _QueueFloors:

@@ -1,7 +1,8 @@
 """The equivalence cache (SessionConfig.equivalence_cache) changes no decision.
 
 Many identical single-pod groups (plain Deployments) over capacity are what it is for: once one
-of them fails to fit in a pass, its equivalents skip placement and share its failure. With and
+of them fails to fit in a pass, its equivalents skip placement and share its failure; once one is
+refused admission, its equivalents get the same verdict until the room or queue usage moves. With and
 without the cache, every session must decide the same binds, nominations and evictions, give the
 same reason codes and reservations, and report the same queue statuses.
 """
@@ -84,9 +85,19 @@ def _same(a: SessionResult, b: SessionResult) -> None:
     assert {k: e.code for k, e in a.explanations.items()} == {
         k: e.code for k, e in b.explanations.items()
     }
+    # Admission shares verdicts between equivalent groups: word for word the same texts.
+    assert _admission(a) == _admission(b)
     assert a.reservations == b.reservations
     assert a.queues == b.queues
     assert a.pools == b.pools
+
+
+def _admission(result: SessionResult) -> dict[str, str]:
+    return {
+        k: e.message
+        for k, e in result.explanations.items()
+        if e.message.startswith(("admitted", "not admitted"))
+    }
 
 
 @PROFILE

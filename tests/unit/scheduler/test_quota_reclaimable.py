@@ -1,6 +1,8 @@
 """Admission's reclaimable room, indexed once per holdings version, is bit for bit the figure of
 the plain loop over every group and task that it replaced (which cost O(all tasks) per
-Pending group: quadratic on a full cluster)."""
+Pending group: quadratic on a full cluster). Groups are asked in turn over one state, so groups
+that share the figure computed for a look-alike (same pool, queue, priority, may preempt; holding
+nothing) are checked against the loop too: leaving any of those out of the key fails here."""
 
 from __future__ import annotations
 
