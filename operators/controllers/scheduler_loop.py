@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Iterator, Sequence
 from typing import Any
 
 from operators.api.scheduling import PodGroup, Pool, Queue, Topology
@@ -276,16 +276,22 @@ class SchedulerOperator:
             wait = min(wait, max(0.0, since + self.settings.half_bound_grace_seconds - now) + 0.05)
         if self.cache.assumed:
             wait = min(wait, self.settings.assume_ttl_seconds)
-        for uid, since in self._below_minimum_since.items():
-            rec = self.cache.group_record(uid)
-            grace = stale.grace_of(rec.group, STALE_GANG_GRACE) if rec is not None else None
-            if grace is not None:
-                wait = min(wait, max(0.0, since + grace - now) + 0.05)
+        for at in self._stale_deadlines():
+            wait = min(wait, max(0.0, at - now) + 0.05)
         if self._backoff is not None:  # a group whose binding was rejected is due again
             for rejection in self._backoff.current(self.cache.has_group).values():
                 if rejection.retry_at > now:
                     wait = min(wait, rejection.retry_at - now + 0.05)
         return wait
+
+    def _stale_deadlines(self) -> Iterator[float]:
+        """When each gang running below its minimum becomes stale (groups without a grace
+        period never do)."""
+        for uid, since in self._below_minimum_since.items():
+            rec = self.cache.group_record(uid)
+            grace = stale.grace_of(rec.group, STALE_GANG_GRACE) if rec is not None else None
+            if grace is not None:
+                yield since + grace
 
     async def _loop(self, applier: DecisionApplier, status: StatusWriter) -> None:
         while True:
@@ -299,7 +305,7 @@ class SchedulerOperator:
             if woke:
                 await asyncio.sleep(self.settings.coalesce_seconds)
             self._wake.clear()
-            timed_work = not woke and self._timed_session_due()
+            timed_work = not woke and self._timed_session_due(time.time())
             if self._schedule_wanted or timed_work:
                 self._schedule_wanted = False
                 try:
@@ -322,17 +328,20 @@ class SchedulerOperator:
                 self._write_pod_reasons(applier, status, known, now)
                 self._export_triggers()
 
-    def _timed_session_due(self) -> bool:
+    def _timed_session_due(self, now: float) -> bool:
         """Woken by no event (a deadline or the safety tick): is a session due?
 
-        Deadlines, half-bound gangs, gangs running below their minimum (stale-gang grace) and
-        binding backoffs always get one. Pending work gets one
+        Deadlines, half-bound gangs and binding backoffs always get one; gangs running below
+        their minimum get one once a stale-gang grace period has run out (before that, or with
+        no grace at all, the core's stale-gang check decides nothing). Pending work gets one
         only if the cache changed since the last session's snapshot (or an assumed binding may
         expire): the core decides from the snapshot alone, and time enters only through the
         deadlines and backoffs above, so a session over an unchanged cache would decide what
         the last one decided (on a full cluster with a backlog: nothing, at the price of a full
         session every tick)."""
-        if self._half_bound_since or self._below_minimum_since or self.cache.preemption_deadlines():
+        if self._half_bound_since or self.cache.preemption_deadlines():
+            return True
+        if any(at <= now for at in self._stale_deadlines()):
             return True
         if self._backoff is not None and self._backoff.current(self.cache.has_group):
             return True
@@ -460,7 +469,8 @@ class SchedulerOperator:
         seen: dict[str, float] = {}
         for rec in self.cache.groups.values():
             grp = rec.group
-            if grp.phase not in RAN or grp.min_member < 1 or rec.uid in applier.binding_groups:
+            # A one-pod group is never between none and its minimum: only gangs are looked at.
+            if grp.phase not in RAN or grp.min_member < 2 or rec.uid in applier.binding_groups:
                 continue
             members = self.cache.members(rec.uid)
             # Only a gang that still holds something is stale (evicting it frees room).

@@ -182,8 +182,8 @@ async def test_the_safety_tick_skips_a_session_over_an_unchanged_cache() -> None
     assert loop.op.cache.has_pending_work()
     await loop.settle()  # the echoes of the session's own status writes arrive
     loop.op._changes_at_session = loop.op._changes  # as if a tick session had just run
-    assert not loop.op._timed_session_due()
+    assert not loop.op._timed_session_due(0.0)
     assert loop.op.cache.triggers["tick-unchanged"] == 1
     loop.api.add("node", node("n1"))
-    assert loop.op._timed_session_due()
+    assert loop.op._timed_session_due(0.0)
     assert loop.op.cache.triggers["tick"] == 1

@@ -1,0 +1,44 @@
+"""A gang running below its minimum gets a timed session only once its stale-gang grace period
+has run out: before that (or with no grace period at all: a job-owned group) the core's stale
+check would decide nothing, and a session every safety tick over a full cluster is the cost."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .factories import node, pod, podgroup
+from .test_self_writes import Loop
+
+SINCE = 1_000.0  # when the loop first saw the gang below its minimum
+
+
+def below_minimum(grace: float | None, *, owned: bool = False) -> Loop:
+    """A Running gang of minimum 2 with one pod still bound, tracked since SINCE."""
+    loop = Loop()
+    loop.api.add("node", node("n0"))
+    raw: dict[str, Any] = podgroup("g", min_member=2, status={"phase": "Running"})
+    if grace is not None:
+        raw["spec"]["staleGangGraceSeconds"] = grace
+    if owned:
+        raw["metadata"]["ownerReferences"] = [
+            {"apiVersion": "batch.sluice.dev/v1alpha1", "kind": "VCJob", "name": "j", "uid": "j"}
+        ]
+    loop.api.add("podgroup", raw)
+    loop.api.add("pod", pod("g-0", group="g", node="n0", phase="Running"))
+    loop.op._track_below_minimum(loop.applier, SINCE)
+    loop.op._changes_at_session = loop.op._changes  # nothing changed since the last session
+    assert loop.op._below_minimum_since
+    return loop
+
+
+def test_a_gang_below_its_minimum_is_due_only_when_its_grace_has_run_out() -> None:
+    loop = below_minimum(30.0)
+    assert not loop.op._timed_session_due(SINCE + 29.0)
+    assert loop.op._next_deadline(SINCE + 29.0) < 1.1  # the loop wakes for the deadline
+    assert loop.op._timed_session_due(SINCE + 30.0)
+
+
+def test_a_gang_that_is_never_stale_wakes_nothing() -> None:
+    for loop in (below_minimum(-1.0), below_minimum(None, owned=True)):
+        assert not loop.op._timed_session_due(SINCE + 10_000.0)
+        assert loop.op._next_deadline(SINCE) == loop.op.settings.safety_tick_seconds
