@@ -11,7 +11,8 @@ A node's fragment is the frequency-weighted sum.
 Score in [0, 1): ``sigmoid((fragment before - fragment after placing one replica) / 1000)``
 rounded down to whole percent, so a placement that leaves no more unusable GPU than before
 scores 0.5 and one that uses up fragments scores higher. Tasks without GPUs score 0.5 everywhere unless their CPU decides
-whether a typical pod still fits. Combined with the other scorers by weight
+whether a typical pod still fits; among equal scores they prefer the node with the least idle
+GPU (:func:`gpu_idle_tiebreak`). Combined with the other scorers by weight
 (``SessionConfig.fragmentation_weight``).
 
 Card choice (a card picker, asked before topology's): a shared-card (fractional) replica takes
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
 # pods. Measured on the openb trace (docs/quality.md): unrounded scores leave ~1.4 pp more
 # GPUs unallocated.
 LEVELS = 100
+TIEBREAK = 0.5 / LEVELS  # tie-breaks stay below one level: they only order equal scores
 COVERAGE = 0.95  # typical pods: the most frequent shapes covering this share of tasks
 MAX_TYPICAL = 48  # bound on typical shapes (scoring cost grows linearly with them)
 _EPS = 1e-6
@@ -139,12 +141,28 @@ class FragmentationScorer:
         )
         with np.errstate(over="ignore"):
             share = 1.0 / (1.0 + np.exp(-gain / GPU_MILLI_PER_CARD))
-        return np.asarray(np.floor(share * LEVELS) / LEVELS, dtype=np.float64)
+        score = np.floor(share * LEVELS) / LEVELS
+        if not (t.gpu_cards or t.gpu_milli):
+            score += gpu_idle_tiebreak(state.gpu_free[nodes])
+        return np.asarray(score, dtype=np.float64)
 
     def pick_cards(self, t: TaskInfo, node: int, count: int) -> tuple[tuple[int, ...], ...] | None:
         if not t.gpu_milli:
             return None
         return least_fragment_cards(self.model(), self.state, node, t, count)
+
+
+def gpu_idle_tiebreak(free: NDArray[np.float64]) -> NDArray[np.float64]:
+    """For a task without GPUs, below one score level: the less idle GPU on the node, the more.
+
+    Its CPU and memory can strand the node's idle GPU (GPU pods then find cards but no CPU),
+    and the fragment measure sees that only once a typical pod stops fitting, so until then
+    every node ties and the first in order would take it. On the node with the least idle GPU
+    it can strand the least. Measured on the openb gpushare100 trace (docs/quality.md).
+    """
+    idle = np.maximum(free, 0.0).sum(axis=1)
+    most = GPU_MILLI_PER_CARD * max(free.shape[1], 1)
+    return TIEBREAK * (1.0 - idle / most)
 
 
 def typical_model(state: SessionState, ext: Extensions) -> FragModel:

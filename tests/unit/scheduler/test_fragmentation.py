@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from operators.scheduler import SessionConfig, run_session
-from operators.scheduler.snapshot import Snapshot
+from operators.scheduler.snapshot import Node, Snapshot
 
 from .builders import binds, group, node, tasks
 
@@ -123,3 +123,41 @@ def test_extra_card_pickers_are_asked_first_and_may_pass() -> None:
     cards = {b.group: b.gpu_ids for b in binds(run_session(snap, config))}
     assert cards["s"] == (3,)
     assert cards["w"] != (3,)
+
+
+def _cpu_pod_first(*nodes: Node, gpu_pods: int, gpu_pod_cpu: int) -> Snapshot:
+    """A 2-core CPU-only pod, then ``gpu_pods`` one-card pods of ``gpu_pod_cpu`` cores."""
+    return Snapshot(
+        now=0,
+        nodes=nodes,
+        groups=(group("cpu"), *(group(f"g{i}", created=1.0 + i) for i in range(gpu_pods))),
+        tasks=(
+            *tasks("cpu", 1, cpu=2),
+            *(t for i in range(gpu_pods) for t in tasks(f"g{i}", 1, cpu=gpu_pod_cpu, gpus=1)),
+        ),
+    )
+
+
+def _node_of(snap: Snapshot, uid: str, config: SessionConfig | None = None) -> str:
+    return {b.group: b.node for b in binds(run_session(snap, config))}[uid]
+
+
+def test_a_cpu_only_pod_takes_the_node_with_the_least_idle_gpu() -> None:
+    # Both nodes keep room for the GPU pods after it, so the fragment score ties; on "small"
+    # (2 idle cards, not 8) its cores can strand the fewest GPUs. Without the tie-break the
+    # first node in order would take it.
+    snap = _cpu_pod_first(
+        node("big", cpu=32, gpus=8), node("small", cpu=32, gpus=2), gpu_pods=2, gpu_pod_cpu=3
+    )
+    assert _node_of(snap, "cpu") == "small"
+    unscored = SessionConfig(binpack_weight=0.0, topology_weight=0.0, fragmentation_weight=0.0)
+    assert _node_of(snap, "cpu", unscored) == "big"
+
+
+def test_the_idle_gpu_tie_break_never_outweighs_a_stranded_gpu() -> None:
+    # On "small" the CPU pod would leave 2 cores, too few for the 3-core GPU pods, stranding
+    # its card: the fragment score says "big" although "big" has more idle GPU.
+    snap = _cpu_pod_first(
+        node("small", cpu=4, gpus=1), node("big", cpu=32, gpus=8), gpu_pods=3, gpu_pod_cpu=3
+    )
+    assert _node_of(snap, "cpu") == "big"
