@@ -162,7 +162,7 @@ def gpu_idle_tiebreak(free: NDArray[np.float64]) -> NDArray[np.float64]:
     """
     idle = np.maximum(free, 0.0).sum(axis=1)
     most = GPU_MILLI_PER_CARD * max(free.shape[1], 1)
-    return TIEBREAK * (1.0 - idle / most)
+    return np.asarray(TIEBREAK * (1.0 - idle / most), dtype=np.float64)
 
 
 def typical_model(state: SessionState, ext: Extensions) -> FragModel:
