@@ -223,7 +223,8 @@ class SessionState:
                 info.nominated = self.nodes.position.get(task.nominated_node, -1)
         self._account_bound(bound)
         for g in self.groups:
-            g.tasks.sort(key=lambda t: (*growth_key(t), t.task.uid))
+            if len(g.tasks) > 1:  # most groups of a busy cluster are one plain pod
+                g.tasks.sort(key=lambda t: (*growth_key(t), t.task.uid))
         for g in self.groups:
             if g.queue < 0:
                 continue  # a missing queue's demand belongs to no queue (it is refused)
