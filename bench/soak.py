@@ -77,6 +77,7 @@ def api_writes(api: client.ApiClient) -> float:
 
 
 def load(cluster: DevCluster, args: Any, logs: pathlib.Path) -> dict[str, Any]:
+    logs.mkdir(parents=True, exist_ok=True)
     api = cluster.api()
     custom, core = client.CustomObjectsApi(api), client.CoreV1Api(api)
     ns = f"load-{uuid.uuid4().hex[:6]}"

@@ -24,7 +24,7 @@ from kubernetes import client, watch
 from operators.api import labels as L
 from operators.api.scheduling import PodGroup, Queue
 from operators.api.volcano import from_volcano
-from operators.devcluster import waiting
+from operators.devcluster import chaos, waiting
 from operators.devcluster.cluster import DevCluster
 from operators.devcluster.operator_process import OperatorProcess
 
@@ -66,30 +66,6 @@ def operators(cluster: DevCluster, tmp_path_factory: pytest.TempPathFactory) -> 
     finally:
         for proc in procs.values():
             proc.stop()
-
-
-def tmpl(
-    *, complete: str = "", fail: str = "", code: str = "", cpu: str = "100m", gpus: int = 0
-) -> dict[str, Any]:
-    annotations = {}
-    if complete:
-        annotations["sluice.dev/complete-after"] = complete
-    if fail:
-        annotations["sluice.dev/fail-after"] = fail
-    if code:
-        annotations["sluice.dev/exit-code"] = code
-    resources: dict[str, Any] = {"requests": {"cpu": cpu}}
-    if gpus:
-        resources["limits"] = {"nvidia.com/gpu": str(gpus)}
-    return {
-        "metadata": {"annotations": annotations},
-        "spec": {
-            "schedulerName": "sluice",
-            "restartPolicy": "Never",
-            "terminationGracePeriodSeconds": 0,
-            "containers": [{"name": "c", "image": "fake", "resources": resources}],
-        },
-    }
 
 
 class Jobs:
@@ -184,13 +160,13 @@ def test_vcjob_main_task_completes_the_job_and_ttl_cleans_up(jobs: Jobs) -> None
             "ttlSecondsAfterFinished": 3,
             "plugins": {"svc": [], "env": []},
             "tasks": [
-                {"name": "ps", "replicas": 2, "template": tmpl()},
+                {"name": "ps", "replicas": 2, "template": chaos.template()},
                 {
                     "name": "main",
                     "replicas": 1,
                     "dependsOn": {"name": ["ps"]},
                     "policies": [{"event": "TaskCompleted", "action": "CompleteJob"}],
-                    "template": tmpl(complete="3s"),
+                    "template": chaos.template(complete="3s"),
                 },
             ],
         },
@@ -229,7 +205,7 @@ def test_restart_task_on_exit_code_then_failed_after_max_retry(jobs: Jobs) -> No
                     "name": "w",
                     "replicas": 1,
                     "policies": [{"exitCode": 3, "action": "RestartTask"}],
-                    "template": tmpl(fail="1s", code="3"),
+                    "template": chaos.template(fail="1s", code="3"),
                 }
             ],
         },
@@ -262,14 +238,16 @@ def test_bad_input_is_a_condition_on_that_job_only(jobs: Jobs) -> None:
         {
             "queue": "no-such-queue",
             "priorityClassName": "no-such-class",
-            "tasks": [{"name": "w", "replicas": 1, "template": tmpl()}],
+            "tasks": [{"name": "w", "replicas": 1, "template": chaos.template()}],
         },
     )
-    bad = copy.deepcopy(tmpl(complete="1s"))
+    bad = copy.deepcopy(chaos.template(complete="1s"))
     bad["spec"]["containers"][0]["name"] = "Not_A_DNS_Label"  # the API server refuses the pod
     jobs.create("VCJob", "rejected", {"tasks": [{"name": "w", "replicas": 1, "template": bad}]})
     jobs.create(
-        "VCJob", "fine", {"tasks": [{"name": "w", "replicas": 1, "template": tmpl(complete="1s")}]}
+        "VCJob",
+        "fine",
+        {"tasks": [{"name": "w", "replicas": 1, "template": chaos.template(complete="1s")}]},
     )
 
     def invalid(name: str) -> dict[str, Any] | None:
@@ -323,7 +301,7 @@ def test_sigkill_during_twenty_jobs(jobs: Jobs) -> None:
     for i in range(20):
         name = f"j{i:02d}"
         if i % 4 == 3:
-            template = tmpl(fail=f"{rng.randint(1, 3)}s", code="3")
+            template = chaos.template(fail=f"{rng.randint(1, 3)}s", code="3")
             spec = {
                 "maxRetry": 1,
                 "tasks": [
@@ -339,7 +317,11 @@ def test_sigkill_during_twenty_jobs(jobs: Jobs) -> None:
         else:
             spec = {
                 "tasks": [
-                    {"name": "w", "replicas": 2, "template": tmpl(complete=f"{rng.randint(1, 6)}s")}
+                    {
+                        "name": "w",
+                        "replicas": 2,
+                        "template": chaos.template(complete=f"{rng.randint(1, 6)}s"),
+                    }
                 ]
             }
             expected[name] = "Completed"
@@ -405,12 +387,12 @@ def test_tf_hybridjob_gang_grows_shrinks_for_priority_and_completes(
                     "minReplicas": 1,
                     "maxReplicas": 2,
                     "priority": 10,
-                    "template": tmpl(complete="50s"),
+                    "template": chaos.template(complete="50s"),
                 },
                 "Worker": {
                     "minReplicas": 2,
                     "maxReplicas": 8,
-                    "template": tmpl(complete="50s", gpus=whole_node),
+                    "template": chaos.template(complete="50s", gpus=whole_node),
                 },
             },
         },
@@ -435,7 +417,11 @@ def test_tf_hybridjob_gang_grows_shrinks_for_priority_and_completes(
         {
             "priorityClassName": "e2e-jobs-high",
             "tasks": [
-                {"name": "w", "replicas": 14, "template": tmpl(complete="5s", gpus=whole_node)}
+                {
+                    "name": "w",
+                    "replicas": 14,
+                    "template": chaos.template(complete="5s", gpus=whole_node),
+                }
             ],
         },
     )
@@ -521,7 +507,7 @@ def test_volcano_documented_manifests_run(jobs: Jobs, kubectl: Any, k8s: client.
             "vc-queue-member": {L.VOLCANO_POD_QUEUE_NAME: queues[0]["metadata"]["name"]},
         }
         for name, annotations in volcano_pods.items():
-            pod = tmpl(complete="3s")
+            pod = chaos.template(complete="3s")
             pod["metadata"] = {"name": name, "annotations": {**pod["metadata"]["annotations"]}}
             pod["metadata"]["annotations"].update(annotations)
             jobs.core.create_namespaced_pod(jobs.ns, {"apiVersion": "v1", "kind": "Pod", **pod})

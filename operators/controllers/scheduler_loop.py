@@ -209,7 +209,7 @@ class SchedulerOperator:
             done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
             if hold is not None and hold in done:
                 # Nothing more may reach the API: a standby may be placing pods by now.
-                dropped = applier.cancel()
+                dropped = applier.cancel() + status.cancel()
                 log.error(
                     "lost the scheduler lease; cancelled %d pending writes; exiting so a fresh "
                     "process starts clean",

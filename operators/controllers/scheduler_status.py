@@ -18,7 +18,7 @@ import functools
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from decimal import Decimal
-from typing import Any
+from typing import Any, Literal
 
 import aiohttp
 
@@ -217,6 +217,7 @@ class StatusWriter:
         concurrency: int,
         message_interval: float = 10.0,
         warn: Warn | None = None,
+        retry_seconds: float = 1.0,
     ) -> None:
         self.client = client
         self.cache = cache
@@ -229,6 +230,10 @@ class StatusWriter:
         self._tasks: set[asyncio.Task[None]] = set()
         self._last_queue: dict[str, Any] = {}
         self._last_pool: dict[str, Any] = {}
+        # Queue/Pool status key -> the newest write wanted and not yet known to be in the API.
+        self._latest: dict[str, tuple[str, dict[str, Any], Callable[[], None]]] = {}
+        self._retry_seconds = retry_seconds
+        self._closing = False
         # Delayed-preemption marks of implicit groups have no object to live in: memory only.
         self.implicit_marks: dict[str, S.PreemptionMark] = {}
         self._last_pod_reason: dict[str, str] = {}  # pod uid -> PodScheduled message written
@@ -256,19 +261,51 @@ class StatusWriter:
         strategic: bool = False,
     ) -> None:
         try:
+            if await self._send(path, body, strategic) == "written" and on_success is not None:
+                on_success()
+        finally:
+            self._in_flight.discard(key)
+
+    async def _send(
+        self, path: str, body: dict[str, Any], strategic: bool = False
+    ) -> Literal["written", "gone", "failed"]:
+        try:
             async with self._sem:
                 if strategic:
                     await self.client.strategic_merge_patch(path, body)
                 else:
                     await self.client.merge_patch(path, body)
             self.metrics.status_writes.inc()
-            if on_success is not None:
-                on_success()
+            return "written"
         except ApiError as err:
-            if not err.not_found:
-                log.warning("status write %s failed: %s", path, err)
+            if err.not_found:
+                return "gone"
+            log.warning("status write %s failed: %s", path, err)
         except (TimeoutError, aiohttp.ClientError, OSError) as err:
             log.warning("status write %s failed: %s", path, type(err).__name__)
+        return "failed"
+
+    async def _write_latest(self, key: str) -> None:
+        """Write the newest wanted status of one Queue or Pool until the API holds it: a value
+        wanted while an older one is on the wire goes right after it, and a failed write is
+        retried, without waiting for another session. A quiet cluster runs no session, so a
+        value left unwritten (GPUs of pods that just finished) would stay wrong for good."""
+        delay = self._retry_seconds
+        try:
+            while (want := self._latest.get(key)) is not None:
+                path, body, remember = want
+                outcome = await self._send(path, body)
+                if outcome == "failed":
+                    if self._closing:
+                        return  # a clean stop does not wait for an API server that is away
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, 10.0)
+                    continue
+                if outcome == "written":
+                    remember()
+                if self._latest.get(key) is want:
+                    del self._latest[key]
+                delay = self._retry_seconds
         finally:
             self._in_flight.discard(key)
 
@@ -488,19 +525,38 @@ class StatusWriter:
     ) -> None:
         """Write a Queue's or Pool's status unless unchanged or already in flight."""
         key = f"{kind.singular_name()}/{name}"
-        if last.get(name) == body or key in self._in_flight:
+        if last.get(name) == body:
+            self._latest.pop(key, None)  # a write still on the wire is followed by nothing
             return
-        # Remembered only once written: a failed write is retried on the next cycle.
-        self._spawn(
-            key,
+        # Remembered only once written (`last`): a failed write is retried.
+        self._latest[key] = (
             f"{kind.api_path(name=name)}/status",
             {"status": body},
             functools.partial(last.__setitem__, name, body),
         )
+        if key not in self._in_flight:  # else the write on the wire takes this one next
+            self._in_flight.add(key)
+            task = asyncio.create_task(self._write_latest(key))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    def cancel(self) -> int:
+        """Cancel every write (leadership lost: the new leader's status must not be overwritten
+        by ours)."""
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        self._latest.clear()
+        return len(tasks)
 
     async def drain(self) -> None:
-        if self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+        """Wait for the writes started; failed Queue/Pool writes are not retried meanwhile."""
+        self._closing = True
+        try:
+            while self._tasks:
+                await asyncio.gather(*self._tasks, return_exceptions=True)
+        finally:
+            self._closing = False
 
 
 def _group_status_path(key: tuple[str, str]) -> str:

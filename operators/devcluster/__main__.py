@@ -45,7 +45,8 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     state_dir = None if args.state_dir is None else Path(args.state_dir)
-    cluster = DevCluster(state_dir)
+    # The CLI starts a cluster to outlive it (`make cluster-down` stops it).
+    cluster = DevCluster(state_dir, die_with_parent=False)
     try:
         if args.command == "nodes":
             target = ExistingCluster(byo_kubeconfig(), state_dir) if byo_requested() else cluster

@@ -42,7 +42,7 @@ from operators.api.scheduling import PodGroup, Queue
 from operators.devcluster import invariants as inv
 from operators.devcluster.cluster import DevCluster
 from operators.devcluster.operator_process import OperatorProcess
-from operators.devcluster.processes import free_port
+from operators.devcluster.processes import dies_with_parent, free_port
 
 REPO = Path(__file__).resolve().parents[2]
 OPERATORS = ("jobs", "podgroup", "queue", "pool", "events")
@@ -66,7 +66,8 @@ TERMINAL = {"Completed", "Failed", "Aborted", "Terminated"}
 class Plan:
     jobs: int = 24
     seed: int = 25
-    process_faults: int = 8
+    process_faults: int = 8  # drawn at random from FAULTS
+    kills: tuple[str, ...] = ()  # injected in any case (each once), at random moments
     leader_pauses: int = 1
     control_plane_faults: tuple[str, ...] = ("expire:watches",)
     submit_seconds: float = 20.0  # submissions are spread over this window, faults too
@@ -104,7 +105,17 @@ class Report:
         }
 
 
-def template(*, complete: str = "", fail: str = "", code: str = "", gpus: int = 0) -> Any:
+def template(
+    *,
+    complete: str = "",
+    fail: str = "",
+    code: str = "",
+    cpu: str = "100m",
+    memory: str = "64Mi",
+    gpus: int = 0,
+) -> Any:
+    """A pod template kwok runs (docs/devcluster.md: its lifecycle annotations): it completes
+    after `complete`, or fails after `fail` with exit code `code`; no duration: it runs on."""
     annotations = {}
     if complete:
         annotations["sluice.dev/complete-after"] = complete
@@ -112,7 +123,7 @@ def template(*, complete: str = "", fail: str = "", code: str = "", gpus: int = 
         annotations["sluice.dev/fail-after"] = fail
     if code:
         annotations["sluice.dev/exit-code"] = code
-    resources: dict[str, Any] = {"requests": {"cpu": "100m", "memory": "64Mi"}}
+    resources: dict[str, Any] = {"requests": {"cpu": cpu, "memory": memory}}
     if gpus:
         resources["limits"] = {"nvidia.com/gpu": str(gpus)}
     return {
@@ -365,6 +376,7 @@ class Receiver:
                 ],
                 stdout=log,
                 stderr=subprocess.STDOUT,
+                preexec_fn=dies_with_parent(),  # noqa: PLW1509 - see dies_with_parent
             )
         return self
 
@@ -483,7 +495,7 @@ class Run:
     # -- faults --------------------------------------------------------------------------
     def _schedule(self) -> list[tuple[float, str]]:
         p, rng = self.plan, self.rng
-        faults = [rng.choice(FAULTS) for _ in range(p.process_faults)]
+        faults = [rng.choice(FAULTS) for _ in range(p.process_faults)] + list(p.kills)
         faults += ["pause:leader"] * p.leader_pauses + list(p.control_plane_faults)
         window = max(p.submit_seconds, 10.0)
         return sorted((rng.uniform(1.0, window), f) for f in faults)

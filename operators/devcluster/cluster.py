@@ -100,9 +100,14 @@ def _etcd_post(url: str, body: dict[str, Any]) -> dict[str, Any]:
 
 
 class DevCluster:
-    """One local cluster rooted at `state_dir` (PKI, etcd data, logs, kubeconfig, state.json)."""
+    """One local cluster rooted at `state_dir` (PKI, etcd data, logs, kubeconfig, state.json).
 
-    def __init__(self, state_dir: Path | None = None) -> None:
+    Its processes die with the Python process that started them (tests, benchmarks), even when
+    that one is SIGKILLed; `die_with_parent=False` (the `up`/`run` CLI) lets them outlive it
+    until `make cluster-down`."""
+
+    def __init__(self, state_dir: Path | None = None, *, die_with_parent: bool = True) -> None:
+        self.die_with_parent = die_with_parent
         self.state_dir = (state_dir or default_state_dir()).resolve()
         self.kubeconfig = self.state_dir / "kubeconfig"
         self.logs_dir = self.state_dir / "logs"
@@ -222,7 +227,9 @@ class DevCluster:
             )
 
     def _start(self, state: ClusterState, name: str, args: list[str]) -> Proc:
-        proc = processes.spawn(name, args, self.logs_dir / f"{name}.log")
+        proc = processes.spawn(
+            name, args, self.logs_dir / f"{name}.log", die_with_parent=self.die_with_parent
+        )
         state.procs.append(
             {
                 "name": proc.name,

@@ -184,8 +184,9 @@ def orphans(api: client.ApiClient, ns: str) -> list[str]:
 
 
 def _charged(api: client.ApiClient) -> tuple[dict[str, dict[str, Decimal]], dict[str, Decimal]]:
-    """What actually runs: live bound pods' requests per queue (Sluice's pods, through their
-    PodGroup's queue) and in total (every pod on a node)."""
+    """What actually runs: live bound pods' requests per queue (through their PodGroup's queue)
+    and in total, of pods handed to Sluice (a Pool's `used` counts no other scheduler's pods:
+    docs/admin.md; other tests' pods may share the cluster)."""
     queue_of: dict[tuple[str, str], str] = {}
     for pg in _list(client.CustomObjectsApi(api), PodGroup, None):
         key = (pg["metadata"]["namespace"], pg["metadata"]["name"])
@@ -193,14 +194,18 @@ def _charged(api: client.ApiClient) -> tuple[dict[str, dict[str, Decimal]], dict
     per_queue: dict[str, dict[str, Decimal]] = defaultdict(lambda: defaultdict(Decimal))
     total: dict[str, Decimal] = defaultdict(Decimal)
     for pod in client.CoreV1Api(api).list_pod_for_all_namespaces().items:
-        if not pod.spec.node_name or pod.status.phase in FINISHED:
+        if (
+            not pod.spec.node_name
+            or pod.status.phase in FINISHED
+            or pod.spec.scheduler_name != L.SCHEDULER_NAME
+        ):
             continue
         held = requests_of(pod)
         for k, v in held.items():
             total[k] += v
         group = L.first_of(pod.metadata.annotations, L.POD_GROUP_KEYS)
         queue = queue_of.get((pod.metadata.namespace, group or ""))
-        if pod.spec.scheduler_name == L.SCHEDULER_NAME and queue:
+        if queue:
             for k, v in held.items():
                 per_queue[queue][k] += v
     return per_queue, total

@@ -1,5 +1,6 @@
 """One `python -m operators <name>` subprocess for e2e tests: started, SIGKILLed and restarted
-for real, its log kept and shown when a test fails."""
+for real, its log kept and shown when a test fails. It dies with the test process (and with the
+thread that started it)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+
+from operators.devcluster.processes import dies_with_parent
 
 
 class OperatorProcess:
@@ -33,7 +36,12 @@ class OperatorProcess:
         with self.log_path.open("ab") as out:
             out.write(f"\n$ {' '.join(cmd)}\n".encode())
             out.flush()
-            self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+            self.proc = subprocess.Popen(
+                cmd,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                preexec_fn=dies_with_parent(),  # noqa: PLW1509 - see dies_with_parent
+            )
         return self
 
     @property

@@ -1,14 +1,23 @@
-"""Start, watch and stop the cluster's processes; they outlive the CLI that started them."""
+"""Start, watch and stop the cluster's processes.
+
+Started for the CLI (`make cluster-up`), they outlive it: that is what the CLI is for. Started
+by a test or a benchmark, they must die with it, even when it is SIGKILLed (pytest under
+`timeout`, a cancelled CI job): otherwise etcd, kube-apiserver and kwok keep running for hours
+on a shared machine. `spawn(..., die_with_parent=True)` asks the kernel for that
+(PR_SET_PDEATHSIG): the child gets SIGKILL when the thread that started it ends.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import signal
 import socket
 import subprocess
+import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,6 +26,9 @@ from operators.devcluster.errors import DevClusterError
 # Popen handles of the processes this Python process started: holding them keeps Python from
 # warning about (and losing track of) children that are meant to outlive a function call.
 _children: dict[int, subprocess.Popen[bytes]] = {}
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+# Loaded here, not in the forked child: dlopen there could wait on a lock another thread held.
+_libc = ctypes.CDLL(None, use_errno=True) if sys.platform == "linux" else None
 
 
 @dataclass(frozen=True)
@@ -46,8 +58,33 @@ def ensure_port_free(port: int, flag: str) -> None:
             ) from exc
 
 
-def spawn(name: str, args: list[str], log: Path, env: Mapping[str, str] | None = None) -> Proc:
-    """Run in a new session so the process survives us and can be stopped as a group."""
+def dies_with_parent() -> Callable[[], None]:
+    """A Popen preexec_fn: SIGKILL the child when the thread calling Popen ends.
+
+    Safe beside other threads (what ruff's PLW1509 warns about): between fork and exec it only
+    makes two system calls through a function loaded beforehand; no import, lock or logging."""
+    parent = os.getpid()
+
+    def tie() -> None:
+        if _libc is not None:
+            _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:  # the parent died before prctl: no signal would come
+            os._exit(1)
+
+    return tie
+
+
+def spawn(
+    name: str,
+    args: list[str],
+    log: Path,
+    env: Mapping[str, str] | None = None,
+    *,
+    die_with_parent: bool = False,
+) -> Proc:
+    """Run in a new session, so the process can be stopped as a group and a Ctrl-C in the
+    terminal does not reach it. It outlives us unless `die_with_parent` (then start it from a
+    thread that lives as long as the process should: the main thread)."""
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("ab") as out:
         out.write(f"$ {' '.join(args)}\n".encode())
@@ -59,6 +96,7 @@ def spawn(name: str, args: list[str], log: Path, env: Mapping[str, str] | None =
             stderr=subprocess.STDOUT,
             start_new_session=True,
             env=None if env is None else dict(env),
+            preexec_fn=dies_with_parent() if die_with_parent else None,  # noqa: PLW1509 - see dies_with_parent
         )
     _children[popen.pid] = popen
     return Proc(name=name, pid=popen.pid, binary=args[0], log=log)

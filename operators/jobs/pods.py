@@ -10,6 +10,7 @@ so deleting the job deletes them.
 from __future__ import annotations
 
 import copy
+import hashlib
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -20,8 +21,26 @@ API_VERSION: Final = "batch.sluice.dev/v1alpha1"
 MANAGER: Final = "sluice-jobs"
 
 
+MAX_HOSTNAME: Final = 63  # spec.hostname is a DNS label
+_HASH = 8
+
+
 def pod_name(job: str, task: str, index: int) -> str:
     return f"{job}-{task.lower()}-{index}"
+
+
+def pod_hostname(job: str, task: str, index: int) -> str:
+    """The pod's hostname when a plugin gives pods DNS names (svc): its name when that is a DNS
+    label, else its first characters and a hash of the whole name, 63 in all. Job and task
+    names may each be 63 characters, so the pod name may not fit; the API server refuses a pod
+    whose spec.hostname is longer (the job would wait for pods that are never made). The hash
+    keeps the hostnames of one job's pods distinct where plain truncation (what the kubelet
+    does to a pod name it uses as hostname) would give two replicas the same one."""
+    name = pod_name(job, task, index)
+    if len(name) <= MAX_HOSTNAME:
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:_HASH]
+    return f"{name[: MAX_HOSTNAME - _HASH - 1].rstrip('-')}-{digest}"
 
 
 def group_name(job: JobShape) -> str:

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from operators.api import labels as L
-from operators.jobs.pods import pod_name
+from operators.jobs.pods import pod_hostname
 from operators.jobs.shape import JobShape, TaskShape
 
 FRAMEWORK: Final = L.FRAMEWORK
@@ -78,7 +78,7 @@ def enabled(job: JobShape, annotations: Mapping[str, str]) -> Enabled:
 
 
 def host(job: JobShape, task: TaskShape, index: int) -> str:
-    return f"{pod_name(job.name, task.name, index)}.{job.name}"
+    return f"{pod_hostname(job.name, task.name, index)}.{job.name}"
 
 
 def hosts(job: JobShape, task: TaskShape) -> list[str]:
@@ -152,7 +152,7 @@ def decorate(job: JobShape, on: Enabled, task: TaskShape, index: int, pod: dict[
     extra_env = env(job, on, task, index)
     mounts: list[tuple[str, dict[str, Any], str]] = []
     if on.svc:
-        spec.setdefault("hostname", pod["metadata"]["name"])
+        spec.setdefault("hostname", pod_hostname(job.name, task.name, index))
         spec.setdefault("subdomain", svc_name(job))
         mounts.append(("sluice-svc", {"configMap": {"name": config_name(job, "svc")}}, SVC_MOUNT))
     if on.ssh:

@@ -16,6 +16,8 @@ import uuid
 from collections.abc import Callable, Hashable
 from typing import Any
 
+import aiohttp
+
 from operators.runtime.client import ApiError, KubeClient
 
 log = logging.getLogger(__name__)
@@ -95,12 +97,17 @@ class EventRecorder:
         if self._posted.recent(key, now):
             return
         self._posted.mark(key, now)
-        task = asyncio.create_task(self._post(involved, event_type, reason, message))
+        task = asyncio.create_task(self._post(key, involved, event_type, reason, message))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
     async def _post(
-        self, involved: dict[str, Any], event_type: str, reason: str, message: str
+        self,
+        key: Hashable,
+        involved: dict[str, Any],
+        event_type: str,
+        reason: str,
+        message: str,
     ) -> None:
         namespace = involved.get("namespace") or "default"
         now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -124,5 +131,9 @@ class EventRecorder:
         try:
             async with self._sem:
                 await self.client.post(f"/api/v1/namespaces/{namespace}/events", body)
-        except (ApiError, TimeoutError, OSError) as err:
+        except (ApiError, TimeoutError, OSError, aiohttp.ClientError) as err:
+            # aiohttp.ClientError: the API server closed the connection (restarting) or our
+            # session was closed under the request (shutdown). Nobody awaits these tasks, so an
+            # exception escaping here is only "Task exception was never retrieved" in the log.
             log.debug("could not post event %s: %s", reason, err)
+            self._posted.discard(key)  # not posted: the next occurrence may post it

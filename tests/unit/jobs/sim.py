@@ -32,7 +32,11 @@ def _body(kind: str, name: str, uid: str, spec: dict[str, Any]) -> dict[str, Any
 
 
 def vcjob(**spec: Any) -> JobShape:
-    return from_vcjob(VCJob.model_validate(_body("VCJob", "j", "u1", spec)))
+    return named_vcjob("j", **spec)
+
+
+def named_vcjob(name: str, **spec: Any) -> JobShape:
+    return from_vcjob(VCJob.model_validate(_body("VCJob", name, "u1", spec)))
 
 
 def hybridjob(**spec: Any) -> JobShape:

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import re
 
 from operators.api import labels as L
+from operators.api.base import DNS_LABEL_PATTERN
 from operators.jobs import presets
 from operators.jobs.pods import gang_order, pod_body, podgroup_spec
 from operators.jobs.shape import JobShape
 
-from .sim import hybridjob, template, vcjob
+from .sim import hybridjob, named_vcjob, template, vcjob
 
 
 def tf_job() -> JobShape:
@@ -109,3 +111,31 @@ def test_env_plugin_and_user_values_win() -> None:
     env = {e["name"]: e["value"] for e in pod["spec"]["containers"][0]["env"]}
     assert env == {"VC_TASK_INDEX": "mine", "VK_TASK_INDEX": "1"}
     assert "volumes" not in pod["spec"]
+
+
+def test_names_at_the_length_limits_give_distinct_valid_hostnames() -> None:
+    # 63-character job and task names (each a valid DNS label): the pod name is 129 characters,
+    # a hostname that long is refused by the API server, and the job waited for pods forever.
+    long = "l" + "o" * 61 + "g"
+    t = template()
+    job = named_vcjob(
+        long, plugins={"svc": []}, tasks=[{"name": long, "replicas": 12, "template": t}]
+    )
+    on = presets.enabled(job, {})
+    names = []
+    for index in range(12):
+        pod = pod_body(job, job.tasks[0], index, 0)
+        presets.decorate(job, on, job.tasks[0], index, pod)
+        hostname = pod["spec"]["hostname"]
+        assert len(hostname) <= 63, hostname
+        assert re.fullmatch(DNS_LABEL_PATTERN, hostname), hostname
+        assert pod["spec"]["subdomain"] == long
+        names.append(hostname)
+    assert len(set(names)) == 12
+    # Peers find each pod by the name it really has.
+    assert presets.hosts(job, job.tasks[0]) == [f"{n}.{long}" for n in names]
+    # Names that fit are unchanged.
+    short = vcjob(plugins={"svc": []}, tasks=[{"name": "w", "replicas": 1, "template": t}])
+    pod = pod_body(short, short.tasks[0], 0, 0)
+    presets.decorate(short, presets.enabled(short, {}), short.tasks[0], 0, pod)
+    assert pod["spec"]["hostname"] == "j-w-0"

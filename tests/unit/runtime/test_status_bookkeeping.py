@@ -3,6 +3,7 @@ bookkeeping of objects that are gone is pruned."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from operators.api.scheduling import Pool, Queue
@@ -78,3 +79,55 @@ async def test_throttle_times_and_implicit_marks_of_vanished_objects_are_pruned(
     writer.write_groups(SessionResult(decisions=(), explanations={}), 2.0, "t")
     assert writer._last_message_write == {}
     assert writer.implicit_marks == {}
+
+
+class SlowStatusApi:
+    """Queue/Pool status PATCHes that wait for `release`; the bodies in the order they land."""
+
+    def __init__(self) -> None:
+        self.release = asyncio.Event()
+        self.landed: list[Any] = []
+
+    async def merge_patch(self, path: str, body: Any) -> dict[str, Any]:
+        await self.release.wait()
+        self.landed.append(body["status"]["allocated"])
+        return {}
+
+
+def queue_status(gpus: int) -> dict[str, QueueStatus]:
+    allocated = {"nvidia.com/gpu": gpus} if gpus else {}
+    return {"q": QueueStatus(deserved={}, allocated=allocated, pending=0, inqueue=0, running=0)}
+
+
+async def test_a_queue_value_wanted_while_a_write_is_on_the_wire_is_written_after_it() -> None:
+    # The last session after a gang's pods finished wants 0 GPUs while its previous write
+    # (6 GPUs) is still on the wire; no session follows on a quiet cluster. The API must end
+    # with 0, not 6 (the fault run's "GPUs of finished pods still charged").
+    h = Harness()
+    h.cache.on_queue("ADDED", ("", "q"), R.queue({"metadata": {"name": "q"}, "spec": {}}), None)
+    api = SlowStatusApi()
+    fake: Any = api
+    writer = StatusWriter(fake, h.cache, SchedulerMetrics(), concurrency=4)
+    writer.write_queues(queue_status(6))
+    await asyncio.sleep(0)
+    writer.write_queues(queue_status(0))
+    api.release.set()
+    await writer.drain()
+    assert api.landed == [{"nvidia.com/gpu": "6"}, {}]
+    writer.write_queues(queue_status(0))  # the API has it now: nothing more
+    await writer.drain()
+    assert len(api.landed) == 2
+
+
+async def test_a_failed_queue_write_is_retried_without_another_session() -> None:
+    h = Harness()
+    h.cache.on_queue("ADDED", ("", "q"), R.queue({"metadata": {"name": "q"}, "spec": {}}), None)
+    api = StatusApi(failures=2)
+    fake: Any = api
+    writer = StatusWriter(fake, h.cache, SchedulerMetrics(), concurrency=4, retry_seconds=0.01)
+    writer.write_queues(queue_status(0))
+    # No drain (a clean stop gives up on failed writes): the writer retries on its own.
+    await asyncio.wait_for(asyncio.gather(*writer._tasks), timeout=60)  # a hang guard
+    assert api.patches == [f"{Queue.api_path(name='q')}/status"] * 3
+    assert writer._last_queue == {"q": writer._last_queue["q"]}
+    assert writer._tasks == set()
