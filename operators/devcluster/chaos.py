@@ -235,7 +235,7 @@ def hostile(queue: str) -> tuple[list[dict[str, Any]], list[tuple[str, dict[str,
             {
                 "queue": queue,
                 "plugins": {"svc": []},
-                "tasks": [{"name": long_name, "replicas": 1, "template": template()}],
+                "tasks": [{"name": long_name, "replicas": 1, "template": template(complete="3s")}],
             },
         ),
     ]
