@@ -11,11 +11,16 @@ back. Reported: the operators' peak RSS (VmHWM), and per object kind the number 
 and the most writes one object received within any one second (from watching the API, not from
 the operators' own counters). Targets (issue 18): under 300 MB; about one write per object per
 second at most.
+
+Latency: for each PodGroup, from the moment the bench's pod watch saw its last pod Succeeded (what
+kwok did) to the moment its watch saw the group Completed (what the podgroup operator did). The
+yardstick beside it is kwok itself: how long kwok took from the last Binding until every pod had
+Succeeded. The run ends when every group is Completed, or when neither kwok nor the operator has
+moved for `--stall` seconds.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import collections
 import contextlib
@@ -25,10 +30,13 @@ import pathlib
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from bench.bind import gather_bounded, schedulable_nodes
-from bench.live import peak_rss_mib
+from bench.clusters import bench_cluster, bench_parser
+from bench.live import create_retrying, peak_rss_mib
 from operators.api.scheduling import PodGroup, Pool, Queue
 from operators.devcluster.cluster import kubectl_binary
 from operators.runtime import kubeconfig
@@ -38,17 +46,14 @@ from operators.runtime.client import ApiError, KubeClient
 NAMESPACE = "bench-admin"
 SAMPLES = pathlib.Path(__file__).resolve().parents[1] / "manifests" / "samples"
 OPERATORS = ("pool", "queue", "podgroup")
+GROUP_ANNOTATION = "scheduling.sluice.dev/pod-group"
 
 
 async def serve(argv: list[str]) -> int:
     """The three operators in one event loop (what `--serve` runs in the child process)."""
-    from operators.__main__ import OPERATORS as TABLE
+    from operators.__main__ import run_all
 
-    tasks = [asyncio.create_task(TABLE[name].load()(argv)) for name in OPERATORS]
-    done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-    for task in pending:
-        task.cancel()
-    return max((t.result() for t in done if not t.exception()), default=1)
+    return await run_all(argv, OPERATORS)
 
 
 class WriteLog:
@@ -89,15 +94,58 @@ def _most_within(times: list[float], window: float) -> int:
     return most
 
 
-async def watch_kind(client: KubeClient, kind: str, path: str, log: WriteLog) -> None:
+class Progress:
+    """When kwok finished each group (its last pod seen Succeeded) and when the podgroup operator
+    said so (the group seen Completed), from the bench's own watches."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._succeeded: dict[str, set[str]] = collections.defaultdict(set)
+        self.pods_done: dict[str, float] = {}  # group -> when its last pod was seen Succeeded
+        self.completed: dict[str, float] = {}  # group -> when it was seen Completed
+        self.last_move = time.monotonic()
+
+    def see_pod(self, obj: dict[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        group = (meta.get("annotations") or {}).get(GROUP_ANNOTATION)
+        if group is None or (obj.get("status") or {}).get("phase") != "Succeeded":
+            return
+        done = self._succeeded[group]
+        if meta.get("name") in done:
+            return
+        done.add(str(meta.get("name")))
+        self.last_move = time.monotonic()
+        if len(done) >= self.size:
+            self.pods_done.setdefault(group, self.last_move)
+
+    def see_group(self, obj: dict[str, Any]) -> None:
+        name = str((obj.get("metadata") or {}).get("name"))
+        if (obj.get("status") or {}).get("phase") == "Completed" and name not in self.completed:
+            self.last_move = time.monotonic()
+            self.completed[name] = self.last_move
+
+    def latencies(self) -> list[float]:
+        """Seconds from a group's last pod Succeeded to the group Completed (groups with both)."""
+        return sorted(
+            max(0.0, self.completed[g] - t)
+            for g, t in self.pods_done.items()
+            if g in self.completed
+        )
+
+
+async def watch_path(client: KubeClient, path: str, see: Callable[[dict[str, Any]], None]) -> None:
     while True:
         items, version = await client.list(path)
         for item in items:
-            log.see(kind, item)
+            see(item)
         with contextlib.suppress(ApiError, TimeoutError, OSError):
             async for event in client.watch(path, version):
                 if event.get("type") in ("ADDED", "MODIFIED"):
-                    log.see(kind, event["object"])
+                    see(event["object"])
+
+
+def percentile(values: list[float], q: float) -> float:
+    return values[min(len(values) - 1, int(q * len(values)))] if values else float("nan")
 
 
 async def apply_samples(kubeconfig_path: str) -> None:
@@ -130,7 +178,7 @@ def pod_body(group: int, index: int) -> dict[str, Any]:
             "name": f"g{group}-{index}",
             "namespace": NAMESPACE,
             "annotations": {
-                "scheduling.sluice.dev/pod-group": f"g{group}",
+                GROUP_ANNOTATION: f"g{group}",
                 "sluice.dev/complete-after": "5s",
             },
         },
@@ -161,29 +209,33 @@ async def started_up(
     raise TimeoutError(f"the operators did not start within {within:.0f} s ({log_path})")
 
 
-async def completed(client: KubeClient) -> int:
-    groups, _ = await client.list(PodGroup.api_path(NAMESPACE))
-    return sum((g.get("status") or {}).get("phase") == "Completed" for g in groups)
-
-
-async def finished_groups(client: KubeClient) -> int:
-    """Groups all of whose pods Succeeded (what kwok has done; the operator should follow)."""
-    pods, _ = await client.list(f"/api/v1/namespaces/{NAMESPACE}/pods")
-    open_groups: set[str] = set()
-    groups: set[str] = set()
-    for pod in pods:
-        group = (pod["metadata"].get("annotations") or {}).get("scheduling.sluice.dev/pod-group")
-        groups.add(str(group))
-        if (pod.get("status") or {}).get("phase") != "Succeeded":
-            open_groups.add(str(group))
-    return len(groups - open_groups)
+async def label(client: KubeClient, node: str, value: str) -> None:
+    """Set a node's pool class label, retrying what an overloaded API server drops."""
+    for attempt in range(4):
+        try:
+            await client.merge_patch(
+                f"/api/v1/nodes/{node}", {"metadata": {"labels": {"node.sluice.dev/pool": value}}}
+            )
+            return
+        except (ApiError, TimeoutError, OSError):
+            if attempt == 3:
+                raise
+            await asyncio.sleep(1.0 * 2**attempt)
 
 
 async def bench(
-    path: str, groups: int, pods: int, relabel: int, logs: pathlib.Path
+    path: str, groups: int, pods: int, relabel: int, stall: float, logs: pathlib.Path
 ) -> dict[str, Any]:
     conn = kubeconfig.load(path, None)
     log = WriteLog()
+    size = max(1, pods // groups)
+    progress = Progress(size)
+
+    def see_group(obj: dict[str, Any]) -> None:
+        log.see(PodGroup.plural, obj)
+        if (obj.get("metadata") or {}).get("namespace") == NAMESPACE:
+            progress.see_group(obj)
+
     async with KubeClient(conn, limit=64) as client:
         with contextlib.suppress(ApiError):
             await client.post("/api/v1/namespaces", {"metadata": {"name": NAMESPACE}})
@@ -199,24 +251,30 @@ async def bench(
             stderr=asyncio.subprocess.STDOUT,
         )
         watchers = [
-            asyncio.create_task(watch_kind(client, kind.plural, kind.api_path(), log))
-            for kind in (Pool, Queue, PodGroup)
+            asyncio.create_task(watch_path(client, Pool.api_path(), partial(log.see, Pool.plural))),
+            asyncio.create_task(
+                watch_path(client, Queue.api_path(), partial(log.see, Queue.plural))
+            ),
+            asyncio.create_task(watch_path(client, PodGroup.api_path(), see_group)),
+            asyncio.create_task(
+                watch_path(client, f"/api/v1/namespaces/{NAMESPACE}/pods", progress.see_pod)
+            ),
         ]
         try:
             await started_up(logs / "operators.log")
+            rss_idle = peak_rss_mib(proc.pid)
             started = time.monotonic()
-            size = max(1, pods // groups)
             await gather_bounded(
                 32,
                 [
-                    client.post(PodGroup.api_path(NAMESPACE), group_body(i, size))
+                    create_retrying(client, PodGroup.api_path(NAMESPACE), group_body(i, size))
                     for i in range(groups)
                 ],
             )
             await gather_bounded(
                 64,
                 [
-                    client.post(f"/api/v1/namespaces/{NAMESPACE}/pods", pod_body(g, i))
+                    create_retrying(client, f"/api/v1/namespaces/{NAMESPACE}/pods", pod_body(g, i))
                     for g in range(groups)
                     for i in range(size)
                 ],
@@ -225,9 +283,10 @@ async def bench(
             ring = itertools.cycle(nodes)
             pending, _ = await client.list(f"/api/v1/namespaces/{NAMESPACE}/pods")
             await gather_bounded(
-                64,
+                32,
                 [
-                    client.post(
+                    create_retrying(
+                        client,
                         f"/api/v1/namespaces/{NAMESPACE}/pods/{p['metadata']['name']}/binding",
                         binding_body(
                             BindRequest(
@@ -238,30 +297,18 @@ async def bench(
                     for p in pending
                 ],
             )
+            bound = time.monotonic()
             for value in ("cpu", "gpu"):  # move nodes to cpu-pool and back
-                await gather_bounded(
-                    32,
-                    [
-                        client.merge_patch(
-                            f"/api/v1/nodes/{n}",
-                            {"metadata": {"labels": {"node.sluice.dev/pool": value}}},
-                        )
-                        for n in nodes[:relabel]
-                    ],
-                )
+                await gather_bounded(32, [label(client, n, value) for n in nodes[:relabel]])
                 await asyncio.sleep(3)
-            # Wait while groups keep completing (kwok is slow on a loaded machine), until all
-            # are done or nothing moved for `stall` seconds.
-            done, last_change, stall = 0, time.monotonic(), 180.0
-            while time.monotonic() - last_change < stall:
-                now_done = await completed(client)
-                if now_done != done:
-                    done, last_change = now_done, time.monotonic()
-                if done >= groups:
+            # Until every group is Completed, or neither kwok (pods Succeeded) nor the operator
+            # (groups Completed) has moved for `stall` seconds.
+            progress.last_move = max(progress.last_move, time.monotonic())
+            while len(progress.completed) < groups:
+                if time.monotonic() - progress.last_move > stall:
                     break
-                await asyncio.sleep(2)
+                await asyncio.sleep(1)
             elapsed = time.monotonic() - started
-            pods_done = await finished_groups(client)
             await asyncio.sleep(3)  # let trailing writes arrive
         finally:
             for task in watchers:
@@ -275,13 +322,20 @@ async def bench(
                 await proc.wait()
             out.close()
             await client.delete(f"/api/v1/namespaces/{NAMESPACE}")
+    latencies = progress.latencies()
+    kwok_done = max(progress.pods_done.values(), default=bound)
     return {
         "peak_rss_mb": round(peak, 1),
-        "groups_completed": done,
-        "groups_pods_succeeded": pods_done,
+        "idle_rss_mb": round(rss_idle, 1),
+        "groups_completed": len(progress.completed),
+        "groups_pods_succeeded": len(progress.pods_done),
         "groups": groups,
         "pods": size * groups,
         "seconds": round(elapsed, 1),
+        "kwok_seconds": round(kwok_done - bound, 1),
+        "latency_p50": round(percentile(latencies, 0.5), 2),
+        "latency_p99": round(percentile(latencies, 0.99), 2),
+        "latency_max": round(latencies[-1] if latencies else float("nan"), 2),
         "writes": log.summary(),
     }
 
@@ -290,11 +344,18 @@ def report(result: dict[str, Any], nodes: str) -> str:
     lines = [
         (
             f"pool+queue+podgroup operators, {nodes}, {result['pods']:,} pods in "
-            f"{result['groups']:,} PodGroups ({result['groups_completed']:,} Completed in "
-            f"{result['seconds']} s; {result['groups_pods_succeeded']:,} groups had all pods "
-            "Succeeded)"
+            f"{result['groups']:,} PodGroups: {result['groups_completed']:,} Completed in "
+            f"{result['seconds']} s; kwok had all pods of {result['groups_pods_succeeded']:,} "
+            f"groups Succeeded, {result['kwok_seconds']} s after the last Binding"
         ),
-        f"peak RSS: {result['peak_rss_mb']} MB (target < 300 MB)",
+        (
+            f"peak RSS: {result['peak_rss_mb']} MB (target < 300 MB; "
+            f"{result['idle_rss_mb']} MB once started, before any PodGroup)"
+        ),
+        (
+            f"last pod Succeeded -> group Completed: p50 {result['latency_p50']} s, "
+            f"p99 {result['latency_p99']} s, max {result['latency_max']} s"
+        ),
         ("| kind | objects written | status writes | most writes to one object in 1 s | in 10 s |"),
         "|---|---|---|---|---|",
     ]
@@ -310,36 +371,22 @@ def main(argv: list[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     if args_list[:1] == ["--serve"]:
         return asyncio.run(serve(args_list[1:]))
-    parser = argparse.ArgumentParser(
-        prog="python -m bench.admin",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--kubeconfig", help="use this running cluster instead of starting one")
-    parser.add_argument("--profile", default="large", help="devcluster profile to start")
+    parser = bench_parser("python -m bench.admin", __doc__)
     parser.add_argument("--groups", type=int, default=1_000)
     parser.add_argument("--pods", type=int, default=10_000)
     parser.add_argument("--relabel", type=int, default=100, help="nodes moved between pools")
+    parser.add_argument(
+        "--stall", type=float, default=300.0, help="give up after this long without progress"
+    )
     parser.add_argument("--keep", action="store_true", help="leave the started cluster running")
     args = parser.parse_args(args_list)
     logs = pathlib.Path(tempfile.mkdtemp(prefix="sluice-bench-admin-"))
-    cluster = None
-    path = args.kubeconfig
-    nodes = "an existing cluster"
-    if path is None:
-        from operators.devcluster.cluster import DevCluster
-        from operators.devcluster.demo import apply_crds
-
-        cluster = DevCluster(logs / "cluster")
-        state = cluster.up(profile=args.profile, log=print, timeout=600)
-        apply_crds(cluster)
-        path = str(cluster.kubeconfig)
-        nodes = f"{state.nodes:,} kwok nodes (`{args.profile}` profile)"
-    try:
-        result = asyncio.run(bench(path, args.groups, args.pods, args.relabel, logs))
-    finally:
-        if cluster is not None and not args.keep:
-            cluster.down()
+    with bench_cluster(args.kubeconfig, args.profile, logs, args.keep, args.nodes) as (
+        path,
+        nodes,
+        _,
+    ):
+        result = asyncio.run(bench(path, args.groups, args.pods, args.relabel, args.stall, logs))
     print()
     print(report(result, nodes))
     print(f"\nlogs: {logs}")

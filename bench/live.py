@@ -40,6 +40,8 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, Self
 
+import aiohttp
+
 from bench.bind import (
     IDLE_SCHEDULER,
     NAMESPACE,
@@ -63,8 +65,9 @@ GROUP_ANNOTATION = "scheduling.sluice.dev/pod-group"
 
 async def create_retrying(client: KubeClient, path: str, body: JsonDict) -> None:
     """POST, trying again on the answers an overloaded API server gives (429, 5xx such as
-    "resource quota evaluation timed out"): a 10,000-pod run on a busy machine must not die on
-    one of them. An object that did get created answers 409 on the retry: done."""
+    "resource quota evaluation timed out", or none within the request timeout): a 10,000-pod
+    run on a busy machine must not die on one of them. An object that did get created (or a
+    Binding that did land) answers 409 on the retry: done."""
     for attempt in range(6):
         try:
             await client.post(path, body)
@@ -73,6 +76,9 @@ async def create_retrying(client: KubeClient, path: str, body: JsonDict) -> None
             if err.status == 409 and attempt:
                 return
             if (err.status != 429 and err.status < 500) or attempt == 5:
+                raise
+        except (TimeoutError, aiohttp.ClientError):
+            if attempt == 5:
                 raise
         await asyncio.sleep(0.5 * 2**attempt)
 

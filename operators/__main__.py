@@ -67,9 +67,10 @@ OPERATORS: dict[str, OperatorEntry] = {
 }
 
 
-async def run_all(argv: Sequence[str]) -> int:
-    """Every registered operator in one event loop; the first to exit stops the rest."""
-    tasks = [asyncio.create_task(e.load()(argv), name=e.name) for e in OPERATORS.values()]
+async def run_all(argv: Sequence[str], names: Sequence[str] = tuple(OPERATORS)) -> int:
+    """The named operators (all registered ones by default) in one event loop; the first to exit
+    stops the rest."""
+    tasks = [asyncio.create_task(OPERATORS[n].load()(argv), name=n) for n in names]
     done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
     for task in pending:
         task.cancel()
