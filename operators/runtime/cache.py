@@ -13,6 +13,7 @@ assembly, not a deep copy of the cluster.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import logging
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping
@@ -69,6 +70,9 @@ class SchedulerCache:
         self._pods_on_node: defaultdict[str, set[str]] = defaultdict(set)
         self._pods_by_group: defaultdict[Key, set[str]] = defaultdict(set)
         self._group_key_by_uid: dict[str, Key] = {}
+        # Group uid -> order of first sight (S.PodGroup.arrival).
+        self._arrival: dict[str, int] = {}
+        self._arrivals = itertools.count(1)
 
         # incremental pieces of the snapshot
         self._built_nodes: dict[str, S.Node] = {}
@@ -142,6 +146,7 @@ class SchedulerCache:
             self._unindex_pod(old)
         if new is None:
             if old is not None:
+                self._arrival.pop(R.implicit_group_uid(old.uid), None)
                 self.assumed.pop(old.uid, None)
                 self._own_nomination.pop(old.uid, None)
                 if old.holds_resources or self._managed(old):
@@ -195,6 +200,8 @@ class SchedulerCache:
             self._explicit.pop(old.uid, None)
         if new is None:
             self.groups.pop(key, None)
+            if old is not None:
+                self._arrival.pop(old.uid, None)
         else:
             self.groups[key] = new
             self._group_key_by_uid[new.uid] = key
@@ -372,14 +379,22 @@ class SchedulerCache:
         self._tasks[rec.uid] = task
         if not rec.group_name:
             bound = task.node is not None
-            self._implicit[rec.uid] = R.implicit_group(rec, bound)
+            arrival = self._arrival_of(R.implicit_group_uid(rec.uid))
+            self._implicit[rec.uid] = R.implicit_group(rec, bound, arrival)
+
+    def _arrival_of(self, group_uid: str) -> int:
+        arrival = self._arrival.get(group_uid)
+        if arrival is None:
+            arrival = self._arrival[group_uid] = next(self._arrivals)
+        return arrival
 
     def _resolve_group(self, rec: R.GroupRecord) -> S.PodGroup:
+        arrival = self._arrival_of(rec.uid)
         if rec.priority_class and rec.priority_class in self.priority_classes:
             return dataclasses.replace(
-                rec.group, priority=self.priority_classes[rec.priority_class]
+                rec.group, priority=self.priority_classes[rec.priority_class], arrival=arrival
             )
-        return rec.group
+        return dataclasses.replace(rec.group, arrival=arrival)
 
     def peer_uid(self, ref: str) -> str:
         """`namespace/name` of a PodGroup (or of a pod, for implicit groups) -> group uid."""

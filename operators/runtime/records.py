@@ -404,7 +404,7 @@ def implicit_group_uid(pod_uid: str) -> str:
     return f"pod:{pod_uid}"
 
 
-def implicit_group(rec: PodRecord, bound: bool) -> S.PodGroup:
+def implicit_group(rec: PodRecord, bound: bool, arrival: int = 0) -> S.PodGroup:
     """Pods with schedulerName sluice and no group are scheduled as one-pod groups."""
     return S.PodGroup(
         uid=implicit_group_uid(rec.uid),
@@ -415,6 +415,7 @@ def implicit_group(rec: PodRecord, bound: bool) -> S.PodGroup:
         min_member=1,
         priority=rec.priority or 0,
         created=rec.created,
+        arrival=arrival,
         preemption_grace=rec.preemption_delay,
         # Implicit groups have no object to hold a phase: bound means Running, else Pending
         # (the core's enqueue admits them in the same session).

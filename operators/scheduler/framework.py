@@ -179,7 +179,8 @@ class Extensions:
     _feasible: dict[tuple[object, ...], NDArray[np.bool_]] = field(default_factory=dict)
 
     def job_key(self, g: GroupInfo) -> tuple[object, ...]:
-        return (*(part for key in self.job_keys for part in key(g)), g.pg.created, g.uid)
+        parts = (part for key in self.job_keys for part in key(g))
+        return (*parts, g.pg.created, g.pg.arrival, g.uid)
 
     def task_key(self, t: TaskInfo) -> tuple[object, ...]:
         # Task keys read only static task fields, so each task's key is computed once.
@@ -277,7 +278,7 @@ class Extensions:
 
     def victim_key(self, unit: VictimUnit) -> tuple[object, ...]:
         parts = (part for key in self.victim_keys for part in key(unit))
-        return (*parts, -unit.group.pg.created, unit.group.uid, unit.order)
+        return (*parts, -unit.group.pg.created, -unit.group.pg.arrival, unit.group.uid, unit.order)
 
     def budgets(self, preemptor: GroupInfo, purpose: Purpose) -> list[VictimBudget]:
         return [make(preemptor, purpose) for make in self.victim_budgets]

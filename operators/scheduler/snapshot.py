@@ -414,7 +414,11 @@ class PodGroup:
     min_resources: Resources | None = None
     priority: int = 0
     user: str = ""  # requesting user, matched against queue tenants of kind "user"
-    created: float = 0.0  # creation time (seconds); ties broken by uid
+    created: float = 0.0  # creation time (seconds)
+    # Order in which the runtime first saw the group: creation times have whole seconds, so two
+    # jobs submitted within one second are still served first come, first served. Ties after
+    # that (e.g. groups read from one list) are broken by uid.
+    arrival: int = 0
     network_topology: NetworkTopology | None = None
     # Tasks with the same ``Task.unit`` must share one domain of this tier ("" = the tier just
     # above hostname, i.e. the ToR).
