@@ -8,6 +8,7 @@ cluster as it was (every node back in `default`).
 from __future__ import annotations
 
 import contextlib
+import datetime
 import json
 import signal
 import subprocess
@@ -36,6 +37,7 @@ SAMPLE_QUEUES = ("research", "research-vision", "vision-detection")
 class Operators:
     def __init__(self, kubeconfig: str, log_path: Path) -> None:
         self.log_path = log_path
+        self.lease = f"sluice-e2e-admin-{uuid.uuid4().hex[:6]}"
         cmd = [
             sys.executable,
             "-m",
@@ -44,7 +46,9 @@ class Operators:
             f"--kubeconfig={kubeconfig}",
             f"--metrics-port={free_port()}",
             "--metrics-host=127.0.0.1",
-            f"--lease-name=sluice-e2e-admin-{uuid.uuid4().hex[:6]}",
+            "--jobs-health-port=0",  # tests run side by side: no fixed port
+            "--events-health-port=0",
+            f"--lease-name={self.lease}",
             "--lease-duration-seconds=6",
             "--renew-deadline-seconds=4",
             "--retry-period-seconds=1",
@@ -504,3 +508,90 @@ def test_a_selector_change_makes_tasks_on_departed_nodes_borrowed_and_reclaimabl
         finally:
             for name in pools:
                 delete(custom, "pools", name)
+
+
+def test_a_deleted_pools_pending_work_is_scheduled_in_default(
+    samples: None,
+    core: client.CoreV1Api,
+    custom: client.CustomObjectsApi,
+    namespace: str,
+    operators: Operators,
+) -> None:
+    with nodes_of_own_pools(core, custom, operators, 2) as (own, spare):
+        # `spare` is in default; the pool may not borrow it, so its second pod has to wait.
+        # (The two pods are created within one second: `first` is placed first because the
+        # scheduler serves same-second arrivals in order; see tests/unit/runtime/
+        # test_arrival_order.py.)
+        custom.create_cluster_custom_object(
+            GROUP, VERSION, "pools", pool_of_hosts("e2e-gone", [own], disableBorrowing=True)
+        )
+        try:
+            wait_for(lambda: pool_labels(core)[own] == "e2e-gone", "the pool's node", operators)
+            for name in ("first", "waiting"):
+                core.create_namespaced_pod(namespace, pod(name, 8, {L.POOL: "e2e-gone"}, {}))
+            wait_for(lambda: node_of(core, namespace, "first") == own, "first placed", operators)
+
+            def told_to_wait() -> bool:
+                conds = core.read_namespaced_pod("waiting", namespace).status.conditions or ()
+                return any(c.type == "PodScheduled" and c.status == "False" for c in conds)
+
+            wait_for(told_to_wait, "the second pod told why it waits", operators)
+            assert node_of(core, namespace, "waiting") is None
+        finally:
+            delete(custom, "pools", "e2e-gone")
+        wait_for(lambda: pool_labels(core)[own] == "default", "the node back in default", operators)
+        wait_for(
+            lambda: node_of(core, namespace, "waiting") == spare,
+            "the waiting pod scheduled as default's work",
+            operators,
+        )
+
+
+def test_losing_the_lease_stands_the_scheduler_down_not_the_process(
+    samples: None,
+    k8s: client.ApiClient,
+    core: client.CoreV1Api,
+    namespace: str,
+    operators: Operators,
+) -> None:
+    leases = client.CoordinationV1Api(k8s)
+    lost = "lost the scheduler lease"
+
+    def held() -> Any:
+        try:
+            lease = leases.read_namespaced_lease(operators.lease, "kube-system")
+        except client.ApiException as err:
+            if err.status == 404:
+                return None
+            raise
+        return lease if lease.spec.holder_identity else None
+
+    ours = wait_for(held, "the scheduler to hold its lease", operators).spec.holder_identity
+    losses = operators.log(100_000).count(lost)  # a busy machine may already have made some
+
+    def taken() -> Any:
+        """Another candidate takes the lease for 3 s, as a standby does after a missed renewal."""
+        lease = wait_for(held, "the scheduler to hold its lease", operators)
+        lease.spec.holder_identity = "e2e-other"
+        lease.spec.lease_duration_seconds = 3
+        lease.spec.renew_time = datetime.datetime.now(datetime.UTC)
+        lease.spec.lease_transitions = (lease.spec.lease_transitions or 0) + 1
+        try:
+            leases.replace_namespaced_lease(operators.lease, "kube-system", lease)
+        except client.ApiException as err:
+            if err.status == 409:  # renewed meanwhile: read it again
+                return None
+            raise
+        return lease.spec.lease_transitions
+
+    term = wait_for(taken, "the lease taken by another holder", operators)
+    wait_for(
+        lambda: operators.log(100_000).count(lost) > losses, "the scheduler stands down", operators
+    )
+    core.create_namespaced_pod(namespace, pod("after-lease", 1, {L.POOL: "gpu-pool"}, {}))
+    # The same process campaigns again, wins once the other holder's lease expires, and binds.
+    wait_for(lambda: node_of(core, namespace, "after-lease"), "bound after re-election", operators)
+    assert operators.proc.poll() is None
+    lease = leases.read_namespaced_lease(operators.lease, "kube-system")
+    assert lease.spec.holder_identity == ours
+    assert lease.spec.lease_transitions > term

@@ -11,10 +11,11 @@ from operators.cli import common
 from operators.runtime.client import KubeClient
 
 ROOT = "root"
-HELP = """\
+HELP = f"""\
 The queue tree from `root`. GUARANTEE and CAPABILITY are the spec; DESERVED (fair share) and
 ALLOCATED are the scheduler's; STATE and VALID are the queue operator's. PENDING / INQUEUE /
-RUNNING count PodGroups. A queue with VALID False admits nothing new (see `kubectl describe queue`).
+RUNNING count PodGroups. A queue with VALID False admits nothing new
+(see `kubectl describe {Queue.singular} NAME`).
 """
 
 

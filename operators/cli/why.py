@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from operators.api import labels as L
-from operators.api.scheduling import PodGroup
+from operators.api.scheduling import PodGroup, Queue
 from operators.cli import common
 from operators.runtime.client import ApiError, KubeClient
 from operators.scheduler.decisions import EvictReason
@@ -42,7 +42,7 @@ UNBLOCK: Mapping[str, str] = {
     "whole minimum gang: when running jobs finish, borrowed capacity is reclaimed, or nodes "
     "are added",
     "QueueClosed": "its queue admits nothing new (Closed, Closing or invalid: "
-    "`kubectl describe queue`); open or fix the queue, or submit to another queue",
+    f"`kubectl describe {Queue.singular}`); open or fix the queue, or submit to another queue",
     "QueueMissing": "create the queue it names, or submit to an existing one",
     "QueueNotFound": "create the queue it names, or submit to an existing one",
     "QuotaExceeded": "its queue (or a parent) is at its capability; it starts when the "
@@ -340,7 +340,9 @@ def _explain_group(
     else:
         reason, message = "", "no scheduling cycle has explained it yet"
     out["waitingFor"] = f"{reason}: {message}" if reason else message
-    out["unblock"] = UNBLOCK.get(reason, "see the Events below and `kubectl describe podgroup`")
+    out["unblock"] = UNBLOCK.get(
+        reason, f"see the Events below and `kubectl describe {PodGroup.singular}`"
+    )
 
 
 def _explain_plain_pod(out: dict[str, Any], pod: Mapping[str, Any]) -> dict[str, Any]:

@@ -69,6 +69,7 @@ class SchedulerOperator:
         self.informers: list[Informer[Any]] = []
         self.elector: LeaderElector | None = None
         self.ready = False
+        self.lost_lease = False  # run() ended because the lease was lost, not by a stop or fault
 
     # ----------------------------------------------------------------------------------------
 
@@ -211,10 +212,10 @@ class SchedulerOperator:
                 # Nothing more may reach the API: a standby may be placing pods by now.
                 dropped = applier.cancel() + status.cancel()
                 log.error(
-                    "lost the scheduler lease; cancelled %d pending writes; exiting so a fresh "
-                    "process starts clean",
+                    "lost the scheduler lease; cancelled %d pending writes; standing down",
                     dropped,
                 )
+                self.lost_lease = True
                 exit_code = 1
             for task in done:
                 if task is not stop and task.exception() is not None:
