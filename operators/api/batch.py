@@ -175,8 +175,9 @@ class RestartPolicy(StrEnum):
 class TransitionTarget(StrEnum):
     """A phase a transition can reach at any level: what hooks and sink filters may name.
 
-    The union of JobPhase, TaskPhase, ReplicaPhase and the delayed-preemption roles (a unit test
-    keeps it equal to that union).
+    The union of JobPhase, TaskPhase, ReplicaPhase, the delayed-preemption roles, and the
+    PodGroup phases and Queue states the events operator delivers (a unit test keeps it equal to
+    that union).
     """
 
     PENDING = "Pending"
@@ -196,6 +197,9 @@ class TransitionTarget(StrEnum):
     UNKNOWN = "Unknown"
     PRIVILEGED = "Privileged"
     WILL_EVICT = "WillEvict"
+    OPEN = "Open"
+    CLOSING = "Closing"
+    CLOSED = "Closed"
 
 
 class DependsOnIteration(StrEnum):

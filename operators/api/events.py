@@ -51,6 +51,7 @@ class SinkKind(StrEnum):
     HYBRID_JOB = "HybridJob"
     VC_JOB = "VCJob"
     POD_GROUP = "PodGroup"
+    QUEUE = "Queue"
 
 
 class SecretKeyRef(SluiceModel):
@@ -62,11 +63,23 @@ class SecretKeyRef(SluiceModel):
 
 
 class EventFilter(SluiceModel):
-    """Which transitions go to the sink. Every unset list matches everything."""
+    """Which transitions go to the sink. Every unset list matches everything, except that
+    PodGroup and Queue transitions go only to sinks that list their kind in `kinds` (each one
+    costs writes to the object: docs/events.md)."""
 
-    namespaces: list[DnsLabel] | None = Field(default=None, max_length=MAX_LIST)
-    kinds: list[SinkKind] | None = Field(default=None, max_length=3)
-    levels: list[TransitionLevel] | None = Field(default=None, max_length=3)
+    namespaces: list[DnsLabel] | None = Field(
+        default=None,
+        max_length=MAX_LIST,
+        description="Namespaces of jobs and PodGroups; a sink with this set gets no Queue events.",
+    )
+    kinds: list[SinkKind] | None = Field(
+        default=None,
+        max_length=4,
+        description="Unset: both job kinds. PodGroup and Queue only when listed.",
+    )
+    levels: list[TransitionLevel] | None = Field(
+        default=None, max_length=3, description="Levels of job transitions (Job, Task, Replica)."
+    )
     transitions: list[TransitionTarget] | None = Field(
         default=None,
         max_length=64,

@@ -17,7 +17,9 @@ from operators.api.base import (
     DNS_LABEL_PATTERN,
     MAX_LABEL,
     MAX_LIST,
+    MAX_MESSAGE,
     MAX_NAME,
+    MAX_REASON,
     MAX_TASKS,
     MAX_TENANTS,
     Conditions,
@@ -34,11 +36,13 @@ from operators.api.base import (
     cel_string,
     quantities,
 )
+from operators.api.eventlog import EventLog
 from operators.api.resource import AGE, PrinterColumn, Resource
 
 __all__ = [
     "LabelSelectorOperator",
     "LabelSelectorRequirement",
+    "LastEviction",
     "NetworkTopology",
     "NetworkTopologyMode",
     "NodeSelector",
@@ -550,6 +554,9 @@ class QueueStatus(StatusModel):
     running: Count | None = Field(default=None, description="PodGroups Running.")
     observed_generation: int | None = None
     conditions: Conditions | None = None
+    event_log: EventLog | None = Field(
+        default=None, description="The events operator's outbox (docs/events.md)."
+    )
 
 
 class Queue(Resource):
@@ -790,6 +797,17 @@ class PodGroupSpec(SluiceModel):
         return self
 
 
+class LastEviction(StatusModel):
+    """The scheduler's last eviction of the group (written with the status it changes)."""
+
+    reason: str = Field(max_length=MAX_REASON, description="Preempted, Reclaimed, ...")
+    time: AwareDatetime
+    message: str | None = Field(default=None, max_length=MAX_MESSAGE)
+    preemptor: str | None = Field(
+        default=None, max_length=MAX_NAME, description="namespace/name that needed the room."
+    )
+
+
 class PodGroupStatus(StatusModel):
     phase: PodGroupPhase | None = None
     running: Count | None = None
@@ -797,8 +815,12 @@ class PodGroupStatus(StatusModel):
     failed: Count | None = None
     pending: Count | None = None
     preemption: PreemptionStatus | None = None
+    last_eviction: LastEviction | None = None
     observed_generation: int | None = None
     conditions: Conditions | None = None
+    event_log: EventLog | None = Field(
+        default=None, description="The events operator's outbox (docs/events.md)."
+    )
 
 
 class PodGroup(Resource):

@@ -34,10 +34,11 @@ import kopf
 import pydantic
 
 from operators.api.batch import Hook
-from operators.api.events import EventFilter, EventSinkSpec, RetryPolicy
+from operators.api.events import EventFilter, EventSinkSpec, RetryPolicy, SinkKind
 from operators.controllers import kopf_runner
 from operators.controllers.kopf_runner import KopfOperator, KopfSettings, OperatorContext
 from operators.jobs import delivery as D
+from operators.jobs.sources import ObjectLog, derive
 from operators.jobs.translog import TransitionRec
 from operators.runtime import kubeconfig, logs
 from operators.runtime.client import ApiError, KubeClient
@@ -91,6 +92,17 @@ class JobView:
     failures: dict[str, int]
     errors: dict[str, str]
     generation: int = 0
+    # PodGroups and Queues (module sources): their log as this operator keeps it, and how far
+    # it is written to the object. Entries past `persisted` are not sent yet.
+    log: ObjectLog | None = None
+    persisted: int = 0
+    status: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+    def sendable(self) -> tuple[tuple[TransitionRec, ...], int]:
+        """(entries, log seq) delivery may act on."""
+        if self.log is None:
+            return self.entries, self.log_seq
+        return tuple(e for e in self.entries if e.seq <= self.persisted), self.persisted
 
 
 def _log_unchanged(old: JobView, body: Mapping[str, Any]) -> bool:
@@ -163,6 +175,38 @@ def job_view(kind: str, body: Mapping[str, Any]) -> JobView:
     return JobView(ref, entries, seq, cursors, failures, errors, int(meta.get("generation") or 0))
 
 
+def object_view(kind: str, body: Mapping[str, Any]) -> JobView:
+    """A PodGroup or Queue: its `status.eventLog` (what is written) and its current status."""
+    meta = body.get("metadata") or {}
+    status = body.get("status") or {}
+    raw = status.get("eventLog") or {}
+    log = ObjectLog.parse(raw)
+    cursors: dict[str, int] = {}
+    failures: dict[str, int] = {}
+    errors: dict[str, str] = {}
+    for row in raw.get("delivery") or ():
+        sink = str(row.get("sink") or "")
+        if sink:
+            cursors[sink] = int(row.get("lastDeliveredSequence") or 0)
+            failures[sink] = int(row.get("failures") or 0)
+            if row.get("lastError"):
+                errors[sink] = str(row["lastError"])
+    ref = D.JobRef(
+        kind, str(meta.get("namespace") or ""), str(meta.get("name") or ""), str(meta.get("uid"))
+    )
+    return JobView(
+        ref,
+        log.entries,
+        log.seq,
+        cursors,
+        failures,
+        errors,
+        log=log,
+        persisted=log.seq,
+        status=status,
+    )
+
+
 class EventsController:
     def __init__(
         self, client: KubeClient, settings: EventsSettings, metrics: EventsMetrics
@@ -220,11 +264,50 @@ class EventsController:
         self.jobs[key] = view
         self._route(key, view)
 
+    def on_object(self, kind: str, event_type: str, body: Mapping[str, Any]) -> None:
+        """A PodGroup or Queue changed: derive its transitions if some sink subscribes to it."""
+        meta = body.get("metadata") or {}
+        key = (kind, str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+        if event_type == "DELETED":
+            self.jobs.pop(key, None)
+            for sink in self.sinks.values():
+                sink.depth.pop(key, None)
+            return
+        view = object_view(kind, body)
+        old = self.jobs.get(key)
+        if old is not None and old.ref.uid == view.ref.uid and old.log is not None:
+            # Our own log writes come back later than we appended: the log in memory is newer.
+            if old.log.seq >= view.log_seq:
+                old.status = view.status
+                view = old
+            else:
+                for name, seq in old.cursors.items():
+                    view.cursors[name] = max(seq, view.cursors.get(name, 0))
+        self.jobs[key] = view
+        self._observe(key, view)
+
+    def _observe(self, key: Key, view: JobView) -> None:
+        if view.log is None or not D.sinks_of(view.ref, self.filters()):
+            return  # nobody listens: no log, no write
+        observed, changes = derive(
+            SinkKind(view.ref.kind), view.ref.name, view.log.observed, view.status
+        )
+        if not changes and observed == view.log.observed:
+            self._route(key, view)
+            return
+        routed = D.sinks_of(view.ref, self.filters())
+        delivered = D.job_cursor(view.cursors, routed) or 0
+        view.log = view.log.append(observed, changes, _now_iso(), delivered)
+        view.entries, view.log_seq = view.log.entries, view.log.seq
+        self.dirty_jobs.add(key)  # written before anything of it is sent
+        self.flush_wake.set()
+
     def _route(self, key: Key, view: JobView) -> None:
+        entries, log_seq = view.sendable()
         for name in D.sinks_of(view.ref, self.filters()):
             sink = self.sinks[name]
             cursor = view.cursors.get(name, 0)
-            work = D.pending(name, sink.flt, view.ref, view.entries, view.log_seq, cursor)
+            work = D.pending(name, sink.flt, view.ref, entries, log_seq, cursor)
             sink.depth[key] = len(work.send)
             if work.send or work.skip_to > cursor:
                 sink.dirty.add(key)
@@ -261,7 +344,10 @@ class EventsController:
         if spec.auth_secret_ref is not None:
             sink.secret_watch = self._spawn(self._watch_secret(sink), f"events-secret-{name}")
         for key, view in self.jobs.items():
-            self._route(key, view)
+            if view.log is not None:
+                self._observe(key, view)
+            else:
+                self._route(key, view)
         self.dirty_sinks.add(name)
 
     async def _watch_secret(self, sink: Sink) -> None:
@@ -341,7 +427,8 @@ class EventsController:
             return
         uid = view.ref.uid
         cursor = view.cursors.get(sink.name, 0)
-        work = D.pending(sink.name, sink.flt, view.ref, view.entries, view.log_seq, cursor)
+        entries, log_seq = view.sendable()
+        work = D.pending(sink.name, sink.flt, view.ref, entries, log_seq, cursor)
         for index, rec in enumerate(work.send):
             ok, error = await self._deliver_one(sink, key, view.ref, rec)
             current = self._current(sink, key, uid)
@@ -426,10 +513,6 @@ class EventsController:
         if view is None:
             return
         kind, ns, name = key
-        plural = D.JOB_PLURALS.get(kind)
-        if plural is None:
-            return
-        routed = D.sinks_of(view.ref, self.filters())
         rows = []
         for sink in sorted(view.cursors)[:32]:
             row: dict[str, Any] = {"sink": sink, "lastDeliveredSequence": view.cursors[sink]}
@@ -438,14 +521,31 @@ class EventsController:
             if view.errors.get(sink):
                 row["lastError"] = view.errors[sink]
             rows.append(row)
-        status: dict[str, Any] = {"delivery": rows}
-        lowest = D.job_cursor(view.cursors, routed)
-        if lowest is not None:
-            status["transitionsDelivered"] = lowest
-        path = f"{JOBS_API}/namespaces/{ns}/{plural}/{name}/status"
+        written = view.log_seq
+        resource = D.OBJECT_KINDS.get(kind)
+        if view.log is not None and resource is not None:
+            path = resource.api_path(ns or None, name) + "/status"
+            # The uid makes the patch fail on a namesake created after the object we logged.
+            body: dict[str, Any] = {
+                "metadata": {"uid": view.ref.uid},
+                "status": {"eventLog": {**view.log.wire(), "delivery": rows}},
+            }
+        else:
+            plural = D.JOB_PLURALS.get(kind)
+            if plural is None:
+                return
+            status: dict[str, Any] = {"delivery": rows}
+            lowest = D.job_cursor(view.cursors, D.sinks_of(view.ref, self.filters()))
+            if lowest is not None:
+                status["transitionsDelivered"] = lowest
+            path = f"{JOBS_API}/namespaces/{ns}/{plural}/{name}/status"
+            body = {"status": status}
         try:
-            await self.client.merge_patch(path, {"status": status})
-            self.metrics.status_writes.labels("job").inc()
+            await self.client.merge_patch(path, body)
+            self.metrics.status_writes.labels("job" if view.log is None else kind).inc()
+            if view.log is not None and written > view.persisted:
+                view.persisted = written
+                self._route(key, view)
         except ApiError as err:
             if not err.not_found:
                 log.warning("writing delivery cursors of %s/%s: %s", ns, name, err)
@@ -508,6 +608,15 @@ def make_register(settings: EventsSettings, metrics: EventsMetrics) -> kopf_runn
         @kopf.on.event("events.sluice.dev", "v1alpha1", "eventsinks", registry=registry)
         async def sink_event(type: str, body: kopf.Body, **_: Any) -> None:
             controller.on_sink(type or "ADDED", body)
+
+        objects = {resource.plural: kind for kind, resource in D.OBJECT_KINDS.items()}
+        for resource in D.OBJECT_KINDS.values():
+
+            @kopf.on.event(resource.group, resource.version, resource.plural, registry=registry)
+            async def object_event(
+                type: str, body: kopf.Body, resource: kopf.Resource, **_: Any
+            ) -> None:
+                controller.on_object(objects[resource.plural], type or "ADDED", body)
 
         kinds = {plural: kind for kind, plural in D.JOB_PLURALS.items()}
         for plural in kinds:

@@ -179,6 +179,14 @@ def pool_fallback_message(pool: str) -> str:
     return f"pool {pool!r} does not exist; the group is placed in the {S.DEFAULT_POOL!r} pool"
 
 
+def _last_eviction(d: D.Evict, now_text: str, peer_ref: Callable[[str], str]) -> dict[str, Any]:
+    """status.lastEviction: what the events operator turns into an `Evicted` notice."""
+    out: dict[str, Any] = {"reason": d.reason.value, "time": now_text, "message": d.message[:1024]}
+    if d.preemptor:
+        out["preemptor"] = peer_ref(d.preemptor)
+    return out
+
+
 def _comparable(status: Mapping[str, Any]) -> Any:
     conds = status.get("conditions") or []
     return (
@@ -238,6 +246,9 @@ class StatusWriter:
         self.implicit_marks: dict[str, S.PreemptionMark] = {}
         self._last_pod_reason: dict[str, str] = {}  # pod uid -> PodScheduled message written
         self._pool_warned: set[str] = set()  # plain pods told (Event) that their pool is missing
+        # group uid -> status.lastEviction not written yet (kept across passes: a group whose
+        # write is in flight when it is evicted gets it with its next write).
+        self._evictions: dict[str, dict[str, Any]] = {}
 
     def _spawn(
         self,
@@ -364,6 +375,16 @@ class StatusWriter:
             for d in result.decisions
             if isinstance(d, D.Evict) and d.reason is D.EvictReason.CONSOLIDATED
         }
+        for d in result.decisions:
+            if isinstance(d, D.Evict):
+                self._evictions[d.group] = _last_eviction(d, now_text, self.cache.peer_ref)
+        evicted_keys: set[tuple[str, str]] = set()
+        for uid in list(self._evictions):
+            grp_rec = self.cache.group_record(uid)
+            if grp_rec is None:  # an implicit group (no object to write) or one that is gone
+                del self._evictions[uid]
+            else:
+                evicted_keys.add((grp_rec.namespace, grp_rec.name))
         written = 0
         if only is None:
             items = list(self.cache.groups.items())
@@ -372,7 +393,8 @@ class StatusWriter:
             for uid in [u for u in self._last_message_write if u not in live]:
                 del self._last_message_write[uid]
         else:
-            items = [(k, self.cache.groups[k]) for k in only if k in self.cache.groups]
+            keys = set(only) | evicted_keys
+            items = [(k, self.cache.groups[k]) for k in keys if k in self.cache.groups]
         for key, rec in items:
             grp = rec.group
             if grp.phase in FINISHED_PHASES or rec.uid in self._in_flight:
@@ -396,6 +418,9 @@ class StatusWriter:
                 desired["preemption"] = None  # the preemptor got its room
             else:
                 desired["preemption"] = old.get("preemption")
+            evicted = self._evictions.get(rec.uid)
+            if evicted is not None or old.get("lastEviction"):
+                desired["lastEviction"] = evicted or old["lastEviction"]
             missing_pool = "" if self._pool_exists(grp.pool) else grp.pool
             desired["conditions"] = desired_conditions(
                 phase,
@@ -406,13 +431,14 @@ class StatusWriter:
                 missing_pool,
                 moved.get(rec.uid, ""),
             )
-            if _comparable(desired) == _comparable(old) and rec.uid not in moved:
+            if _comparable(desired) == _comparable(old) and rec.uid not in moved and not evicted:
                 if _messages(desired) == _messages(old):
                     continue
                 last = self._last_message_write.get(rec.uid, 0.0)
                 if now - last < self._message_interval:
                     continue
             self._last_message_write[rec.uid] = now
+            self._evictions.pop(rec.uid, None)
             self.cache.expect_group_status(rec.uid, desired)
             body = dict(desired)
             if desired["phase"] == old.get("phase"):

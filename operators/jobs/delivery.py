@@ -25,12 +25,16 @@ from typing import Any, Final
 
 from operators.api.batch import Hook, TransitionLevel
 from operators.api.events import CLOUDEVENT_TYPE_PREFIX, EventFilter, RetryPolicy
+from operators.api.scheduling import PodGroup, Queue
 from operators.jobs.translog import TransitionRec
 
 SPEC_VERSION: Final = "1.0"
 CONTENT_TYPE: Final = "application/cloudevents+json"
 DATA_CONTENT_TYPE: Final = "application/json"
 JOB_PLURALS: Final = {"HybridJob": "hybridjobs", "VCJob": "vcjobs"}
+#: Kinds whose transitions the events operator derives itself (module sources): only sinks
+#: that name them in `filter.kinds` get them.
+OBJECT_KINDS: Final = {"PodGroup": PodGroup, "Queue": Queue}
 DEFAULT_RETRY: Final = RetryPolicy()
 DEFAULT_TIMEOUT_SECONDS: Final = 10
 
@@ -47,7 +51,10 @@ class JobRef:
 
     @property
     def source(self) -> str:
-        """CloudEvents `source`: the job's API path (unique per job name; `id` adds the uid)."""
+        """CloudEvents `source`: the object's API path (unique per name; `id` adds the uid)."""
+        resource = OBJECT_KINDS.get(self.kind)
+        if resource is not None:
+            return resource.api_path(self.namespace or None, self.name)
         plural = JOB_PLURALS.get(self.kind, self.kind.lower() + "s")
         return f"/apis/batch.sluice.dev/v1alpha1/namespaces/{self.namespace}/{plural}/{self.name}"
 
@@ -57,15 +64,21 @@ def _listed(values: Sequence[Any] | None, value: str) -> bool:
 
 
 def filter_admits_job(flt: EventFilter, job: JobRef) -> bool:
+    """Does the filter subscribe to this object at all? PodGroups and Queues only when their kind
+    is listed (every subscribed object costs writes); a Queue has no namespace, so a filter that
+    limits namespaces gets none."""
+    if job.kind in OBJECT_KINDS:
+        listed = flt.kinds is not None and job.kind in flt.kinds
+        return listed and (
+            flt.namespaces is None if not job.namespace else _listed(flt.namespaces, job.namespace)
+        )
     return _listed(flt.namespaces, job.namespace) and _listed(flt.kinds, job.kind)
 
 
 def filter_admits(flt: EventFilter, job: JobRef, rec: TransitionRec) -> bool:
-    return (
-        filter_admits_job(flt, job)
-        and _listed(flt.levels, rec.level.value)
-        and _listed(flt.transitions, rec.to)
-    )
+    """`levels` are the levels of job transitions; a PodGroup's or Queue's own is its kind."""
+    level_ok = job.kind in OBJECT_KINDS or _listed(flt.levels, rec.level.value)
+    return filter_admits_job(flt, job) and level_ok and _listed(flt.transitions, rec.to)
 
 
 def hook_admits(hook: Hook, rec: TransitionRec) -> bool:
@@ -136,10 +149,11 @@ def event_type(rec: TransitionRec) -> str:
 
 def cloudevent(job: JobRef, rec: TransitionRec) -> dict[str, Any]:
     """A CloudEvents 1.0 event in structured JSON mode (the whole event is the HTTP body)."""
+    is_job = job.kind not in OBJECT_KINDS
     data: dict[str, Any] = {
         "kind": job.kind,
-        "namespace": job.namespace,
-        "job": job.name,
+        "namespace": job.namespace or None,
+        "job": job.name if is_job else None,
         "uid": job.uid,
         "seq": rec.seq,
         "level": rec.level.value,
@@ -148,6 +162,8 @@ def cloudevent(job: JobRef, rec: TransitionRec) -> dict[str, Any]:
         "to": rec.to,
         "reason": rec.reason or None,
         "message": rec.message or None,
+        "deadline": rec.deadline or None,
+        "peers": list(rec.peers) or None,
     }
     event: dict[str, Any] = {
         "specversion": SPEC_VERSION,

@@ -671,7 +671,9 @@ def _plan(
     log, added = memory.log.append(step.changes, step.time, hooks=step.obs.hooks)
     for rec in added:
         kind = "Warning" if rec.to in _WARNING_TARGETS else "Normal"
-        subject = {Lv.JOB: "job", Lv.TASK: "task", Lv.REPLICA: "pod"}[rec.level]
+        subject = {Lv.JOB.value: "job", Lv.TASK.value: "task", Lv.REPLICA.value: "pod"}[
+            rec.level.value
+        ]
         text = f"#{rec.seq} {subject} {rec.name}: {rec.from_ or '-'} -> {rec.to}"
         if rec.reason:
             text += f" ({rec.reason})"

@@ -17,20 +17,34 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from operators.api.batch import TransitionLevel
+from operators.api.events import SinkKind
 
 WINDOW: Final = 64
+
+
+#: A job transition's level, or the kind of a PodGroup/Queue whose state changed.
+Level = TransitionLevel | SinkKind
+
+
+def parse_level(value: str) -> Level:
+    try:
+        return TransitionLevel(value)
+    except ValueError:
+        return SinkKind(value)
 
 
 @dataclass(frozen=True, slots=True)
 class TransitionRec:
     seq: int
-    level: TransitionLevel
+    level: Level
     name: str
     from_: str | None
     to: str
     reason: str = ""
     message: str = ""
     time: str = ""
+    deadline: str = ""  # delayed preemption (PodGroup Privileged/WillEvict): eviction time
+    peers: tuple[str, ...] = ()  # the other side of a preemption, namespace/name
 
     def wire(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -47,19 +61,25 @@ class TransitionRec:
             out["message"] = self.message[:1024]
         if self.time:
             out["time"] = self.time
+        if self.deadline:
+            out["deadline"] = self.deadline
+        if self.peers:
+            out["peers"] = list(self.peers)
         return out
 
     @classmethod
     def parse(cls, raw: Mapping[str, Any]) -> TransitionRec:
         return cls(
             seq=int(raw.get("seq") or 0),
-            level=TransitionLevel(str(raw.get("level") or "Job")),
+            level=parse_level(str(raw.get("level") or "Job")),
             name=str(raw.get("name") or ""),
             from_=raw.get("from"),
             to=str(raw.get("to") or ""),
             reason=str(raw.get("reason") or ""),
             message=str(raw.get("message") or ""),
             time=str(raw.get("time") or ""),
+            deadline=str(raw.get("deadline") or ""),
+            peers=tuple(str(p) for p in raw.get("peers") or ()),
         )
 
 

@@ -16,7 +16,13 @@ from operators.api.batch import (
     TaskPhase,
     TransitionTarget,
 )
-from operators.api.scheduling import PodGroupConditionType, PodGroupReason, PreemptionRole
+from operators.api.scheduling import (
+    PodGroupConditionType,
+    PodGroupPhase,
+    PodGroupReason,
+    PreemptionRole,
+    QueueState,
+)
 from operators.controllers import scheduler_status
 from operators.scheduler.decisions import ReasonCode
 
@@ -64,7 +70,8 @@ def test_docs_list_exactly_the_podgroup_conditions_and_reasons() -> None:
 
 
 def test_transition_targets_are_every_phase_of_every_level() -> None:
-    union = {p.value for e in (JobPhase, TaskPhase, ReplicaPhase, PreemptionRole) for p in e}
+    levels = (JobPhase, TaskPhase, ReplicaPhase, PreemptionRole, PodGroupPhase, QueueState)
+    union = {p.value for e in levels for p in e}
     assert {t.value for t in TransitionTarget} == union
 
 

@@ -277,3 +277,40 @@ def test_a_restarted_job_reset_to_pending_is_admitted_again_not_read_as_running(
     for i in range(2):
         h.pod(pod(f"train-{i}", group="train", node="n1", phase="Running"))
     assert next_phase(P.PENDING, None, 2, count_members(h.cache, "pg-train")) is P.RUNNING
+
+
+async def test_an_eviction_is_stamped_on_the_group_once_even_when_its_write_is_in_flight() -> None:
+    """status.lastEviction is what the events operator turns into an `Evicted` notice: written
+    with the eviction, kept by later writes, and not lost when the group's previous status write
+    is still in flight at the time (it goes with the next pass)."""
+    h = Harness()
+    h.group(podgroup("victim", min_member=1, status={"phase": "Running", "running": 1}))
+    h.group(podgroup("urgent", min_member=1, status={"phase": "Pending"}))
+    h.group(podgroup("bystander", min_member=1, status={"phase": "Pending"}))  # the control
+    api = MergeRecorder()
+    fake: Any = api
+    writer = StatusWriter(fake, h.cache, SchedulerMetrics(), concurrency=2)
+    writer._in_flight.add("pg-victim")  # its last write has not come back yet
+    evict = D.Evict("pg-victim", (), D.EvictReason.DELAYED_PREEMPTION_DUE, "due", "pg-urgent")
+    writer.write_groups(SessionResult(decisions=(evict,), explanations={}), 0.0, "t1")
+    await writer.drain()
+    assert not [p for p, _ in api.patches if "/victim/" in p]
+
+    writer._in_flight.discard("pg-victim")
+    writer.write_groups(SessionResult(decisions=(), explanations={}), 1.0, "t2", only=set())
+    await writer.drain()
+    (body,) = [b["status"] for p, b in api.patches if "/victim/" in p]
+    assert body["lastEviction"] == {
+        "reason": "DelayedPreemptionDue",
+        "time": "t1",
+        "message": "due",
+        "preemptor": "ns/urgent",
+    }
+    assert all("lastEviction" not in b["status"] for p, b in api.patches if "/victim/" not in p)
+
+    # Written once: the next pass (its status echoed back) keeps it and does not write again.
+    h.group(podgroup("victim", min_member=1, status={"phase": "Running", **body}))
+    api.patches.clear()
+    writer.write_groups(SessionResult(decisions=(), explanations={}), 2.0, "t3")
+    await writer.drain()
+    assert not [p for p, _ in api.patches if "/victim/" in p]
