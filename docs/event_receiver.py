@@ -3,7 +3,7 @@
     python docs/event_receiver.py --port 8080
 
 Answers 204 once an event is stored (here: appended to a JSON-lines file), so Sluice moves on;
-any 5xx, 408 or 429 makes Sluice try the same event again later. It keeps the ids it has seen,
+any 5xx, 408 or 429 makes Sluice try the same event (or batch) again later. It keeps the ids it has seen,
 because delivery is at least once: the same id can arrive twice (after a retry or a restart of
 the events operator), and must then be acknowledged without being applied again.
 """
@@ -25,20 +25,26 @@ def make_server(port: int, out: Path, host: str = "0.0.0.0") -> ThreadingHTTPSer
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
             try:
-                event = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
-                event_id = str(event["id"])
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+                # A sink with batchSize > 1 sends a JSON array (CloudEvents batched mode).
+                events = body if isinstance(body, list) else [body]
+                ids = [str(event["id"]) for event in events]
             except (ValueError, KeyError, TypeError):
                 self.send_response(400)  # malformed: retrying would not help
                 self.end_headers()
                 return
             with lock:
-                if event_id not in seen:  # a duplicate is acknowledged, not applied twice
+                for event_id, event in zip(ids, events, strict=True):
+                    if event_id in seen:  # a duplicate is acknowledged, not applied twice
+                        continue
                     with out.open("a") as f:
                         f.write(json.dumps(event) + "\n")
                     seen.add(event_id)
                     data = event.get("data")
                     data = data if isinstance(data, dict) else {}
-                    print(event.get("type"), data.get("namespace"), data.get("job"), data.get("seq"))  # noqa: T201
+                    print(
+                        event.get("type"), data.get("namespace"), data.get("name"), data.get("seq")
+                    )  # noqa: T201
             self.send_response(204)
             self.end_headers()
 

@@ -22,8 +22,11 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from operators.api.scheduling import Queue
 from operators.devcluster.cluster import DevCluster
 from operators.devcluster.operator_process import OperatorProcess
+
+from .stage import staged, vcjob
 
 TIMEOUT = 90.0  # a hang guard, not a speed target
 # The acceptance sizes (50 jobs, a 30 s outage) run in `make soak`; CI runs the same story smaller.
@@ -382,3 +385,68 @@ def test_many_jobs_through_an_outage_and_a_kill(
     first = receiver.first_seen()
     for name, ids in expected.items():
         assert [i for i in first if i in set(ids)] == ids, name
+
+
+def test_podgroup_and_queue_notices_of_a_delayed_preemption(
+    cluster: DevCluster,
+    k8s: client.ApiClient,
+    receiver: Receiver,
+    sinks: Callable[[str, dict[str, Any]], str],
+    tmp_path: Path,
+) -> None:
+    """With every operator (`all`): a sink subscribed to one team's PodGroups sees a job's group
+    run, get WillEvict with the deadline of a delayed preemption, be evicted at it and go back
+    to Pending, and its preemptor turn Privileged with the same deadline; a sink subscribed to
+    Queues sees the queue close. Each object's events arrive in `seq` order, without gaps."""
+    grace = 4
+    with staged(cluster, k8s, tmp_path) as stage, stage.team("notices") as team:
+        queue = f"noticed-{stage.tag}"
+        stage.create_queue(queue, preemptionDelaySeconds=grace)
+        sinks(receiver.url, {"filter": {"kinds": ["PodGroup"], "namespaces": [team.namespace]}})
+        sinks(receiver.url, {"filter": {"kinds": ["Queue"]}})
+        stage.own_pool(f"notice-pool-{stage.tag}", 1)
+        pool = f"notice-pool-{stage.tag}"
+        job = vcjob(2, gpus=4, runs_for="600s")
+        team.submit("victim", job, queue=queue, pool=pool, priority=stage.low)
+        team.wait_running("victim", 2)
+        job = vcjob(1, gpus=8, runs_for="600s")
+        team.submit("urgent", job, queue=queue, pool=pool, priority=stage.high)
+        team.wait_running("urgent", 1)
+        victim, urgent = (team.podgroup(n)["metadata"]["uid"] for n in ("victim", "urgent"))
+
+        def of(uid: str) -> list[dict[str, Any]]:
+            with receiver.lock:
+                events = list(receiver.events)
+            return list({e["id"]: e for e in events if e["data"].get("uid") == uid}.values())
+
+        def types(uid: str) -> list[str]:
+            return [e["type"].rpartition(".")[2] for e in of(uid)]
+
+        stage.wait("the victim's notices", lambda: "evicted" in types(victim)[:-1])
+        got = of(victim)
+        assert [e["data"]["seq"] for e in got] == list(range(1, len(got) + 1)), got
+        at = types(victim).index("willevict")
+        assert types(victim)[at : at + 3] == ["willevict", "evicted", "pending"], got
+        will_evict, evicted, _ = got[at : at + 3]
+        assert "running" in types(victim)[:at]
+        assert evicted["data"]["reason"] == "DelayedPreemptionDue"
+        assert evicted["data"]["peers"] == [f"{team.namespace}/urgent"]
+        assert will_evict["data"]["peers"] == [f"{team.namespace}/urgent"]
+        assert evicted["time"] >= will_evict["data"]["deadline"] >= will_evict["time"]
+        stage.wait("the preemptor's notice", lambda: "privileged" in types(urgent))
+        privileged = of(urgent)[types(urgent).index("privileged")]
+        assert privileged["data"]["deadline"] == will_evict["data"]["deadline"]
+        assert all(
+            e["data"].get("namespace") == team.namespace
+            for e in receiver.events
+            if e["data"]["kind"] == "PodGroup"
+        )
+
+        client.CustomObjectsApi(k8s).patch_cluster_custom_object(
+            "scheduling.sluice.dev", "v1alpha1", Queue.plural, queue, {"spec": {"state": "Closed"}}
+        )
+        queue_uid = stage.custom.get_cluster_custom_object(
+            "scheduling.sluice.dev", "v1alpha1", Queue.plural, queue
+        )["metadata"]["uid"]
+        stage.wait("the queue's notice", lambda: "closing" in types(queue_uid))
+        assert types(queue_uid)[0] == "open"

@@ -45,6 +45,7 @@ API_VERSION: Final = "events.sluice.dev/v1alpha1"
 #: e.g. `dev.sluice.job.running`.
 CLOUDEVENT_TYPE_PREFIX = "dev.sluice"
 MAX_URL = 2048
+MAX_BATCH = 1000
 
 
 class SinkKind(StrEnum):
@@ -127,6 +128,14 @@ class EventSinkSpec(SluiceModel):
         default=None, ge=1, le=300, description="Per-attempt timeout; unset means 10."
     )
     suspend: bool = Field(default=False, description="Keep events in the outbox, send nothing.")
+    batch_size: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_BATCH,
+        description="Unset or 1: one event per POST (structured mode). Above 1: CloudEvents "
+        "batched mode (a JSON array, Content-Type application/cloudevents-batch+json) of up to "
+        "this many consecutive events of one object, acknowledged (or refused) as a whole.",
+    )
 
     cel_rules: ClassVar = (
         Rule(

@@ -429,16 +429,20 @@ class EventsController:
         cursor = view.cursors.get(sink.name, 0)
         entries, log_seq = view.sendable()
         work = D.pending(sink.name, sink.flt, view.ref, entries, log_seq, cursor)
-        for index, rec in enumerate(work.send):
-            ok, error = await self._deliver_one(sink, key, view.ref, rec)
+        size = sink.spec.batch_size or 1
+        done = 0
+        while done < len(work.send):
+            chunk = work.send[done : done + size]
+            ok, error = await self._deliver_one(sink, key, view.ref, chunk, batched=size > 1)
             current = self._current(sink, key, uid)
             if current is None:
                 return
             if not ok:
-                current.failures[sink.name] = current.failures.get(sink.name, 0) + 1
-                current.errors[sink.name] = f"seq {rec.seq}: {error}"[:1024]
-            self._advance(sink, key, current, work.cursor_after(index + 1))
-            sink.depth[key] = len(work.send) - index - 1
+                current.failures[sink.name] = current.failures.get(sink.name, 0) + len(chunk)
+                current.errors[sink.name] = f"seq {chunk[0].seq}: {error}"[:1024]
+            done += len(chunk)
+            self._advance(sink, key, current, work.cursor_after(done))
+            sink.depth[key] = len(work.send) - done
         if not work.send:
             current = self._current(sink, key, uid)
             if current is not None:
@@ -451,32 +455,43 @@ class EventsController:
             self.flush_wake.set()
 
     async def _deliver_one(
-        self, sink: Sink, key: Key, job: D.JobRef, rec: TransitionRec
+        self,
+        sink: Sink,
+        key: Key,
+        job: D.JobRef,
+        recs: Sequence[TransitionRec],
+        *,
+        batched: bool,
     ) -> tuple[bool, str]:
         """Try until acknowledged or the retry policy gives up; (acknowledged, last error).
-        Stops early when the job is deleted or the sink changed (the caller then sees that)."""
+        One event, or consecutive events of one object in one batch that is acknowledged or
+        refused as a whole. Stops early when the object is deleted or the sink changed (the
+        caller then sees that)."""
         assert sink.target is not None
-        event = D.cloudevent(job, rec)
+        events = [D.cloudevent(job, rec) for rec in recs]
+        body: dict[str, Any] | list[dict[str, Any]] = events if batched else events[0]
+        rec = recs[0]
         attempts = 0
         while attempts == 0 or self._current(sink, key, job.uid) is not None:
             attempts += 1
             started = time.monotonic()
-            status, error = await post_event(self.session, sink.target, event)
+            status, error = await post_event(self.session, sink.target, body)
             self.metrics.attempt_duration.labels(sink.name).observe(time.monotonic() - started)
             if 200 <= status < 300:
-                sink.delivered += 1
+                sink.delivered += len(recs)
                 sink.last_delivery = _now_iso()
-                self.metrics.delivered.labels(sink.name).inc()
-                age = _age(rec.time) if rec.time else None
-                if age is not None:
-                    self.metrics.lag.labels(sink.name).observe(age)
+                self.metrics.delivered.labels(sink.name).inc(len(recs))
+                for done in recs:
+                    age = _age(done.time) if done.time else None
+                    if age is not None:
+                        self.metrics.lag.labels(sink.name).observe(age)
                 self.dirty_sinks.add(sink.name)
                 return True, ""
             sink.last_error = f"{D.event_id(job, rec)}: {error}"[:1024]
             self.dirty_sinks.add(sink.name)
             if (status and not D.retryable(status)) or D.gives_up(sink.retry, attempts):
-                sink.failed += 1
-                self.metrics.failed.labels(sink.name).inc()
+                sink.failed += len(recs)
+                self.metrics.failed.labels(sink.name).inc(len(recs))
                 log.warning(
                     "sink %s: giving up on event %s after %d attempt(s): %s",
                     sink.name,

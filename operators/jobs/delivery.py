@@ -30,6 +30,7 @@ from operators.jobs.translog import TransitionRec
 
 SPEC_VERSION: Final = "1.0"
 CONTENT_TYPE: Final = "application/cloudevents+json"
+BATCH_CONTENT_TYPE: Final = "application/cloudevents-batch+json"
 DATA_CONTENT_TYPE: Final = "application/json"
 JOB_PLURALS: Final = {"HybridJob": "hybridjobs", "VCJob": "vcjobs"}
 #: Kinds whose transitions the events operator derives itself (module sources): only sinks

@@ -13,7 +13,8 @@ with what its log on the object (`status.eventLog.observed`) says it saw last:
 | PodGroup `status.phase` changed | the new phase |
 | Queue `status.state` changed | the new state |
 
-In one comparison they come in that order (the eviction before the phase it caused). The first
+In one comparison they come in that order; the phase an eviction causes (`Pending`) usually
+comes in a later one, once the evicted pods are gone. The first
 time an object is seen its current phase is its first transition (no `from`); an eviction seen
 then is history and not sent. Pure: no clock, no I/O.
 """
@@ -122,7 +123,7 @@ def derive(
         elif before.role == WILL_EVICT and not evicted:
             out.append((kind, name, WILL_EVICT, now.phase, PREEMPTION_CANCELLED, "", "", ()))
     if now.phase != before.phase:
-        out.append((kind, name, before.phase, now.phase, "Evicted" if evicted else "", "", "", ()))
+        out.append((kind, name, before.phase, now.phase, "", "", "", ()))
     return now, out
 
 

@@ -251,7 +251,7 @@ class EventsMetrics:
         )
         self.status_writes = Counter(
             "sluice_events_status_writes_total",
-            "Coalesced status patches, by kind (job cursors, sink statistics).",
+            "Coalesced status patches, by kind (job cursors, sink statistics, PodGroup/Queue event logs).",
             ["kind"],
             registry=r,
         )

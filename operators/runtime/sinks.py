@@ -11,7 +11,7 @@ from typing import Any, Final
 import aiohttp
 
 from operators.api.events import EventSinkSpec
-from operators.jobs.delivery import CONTENT_TYPE, DEFAULT_TIMEOUT_SECONDS
+from operators.jobs.delivery import BATCH_CONTENT_TYPE, CONTENT_TYPE, DEFAULT_TIMEOUT_SECONDS
 from operators.runtime.client import KubeClient
 
 USER_AGENT: Final = "sluice-events/1"
@@ -54,11 +54,15 @@ async def resolve(spec: EventSinkSpec, client: KubeClient) -> SinkTarget:
 
 
 async def post_event(
-    session: aiohttp.ClientSession, target: SinkTarget, event: dict[str, Any]
+    session: aiohttp.ClientSession,
+    target: SinkTarget,
+    event: dict[str, Any] | list[dict[str, Any]],
 ) -> tuple[int, str]:
-    """POST one event; returns (HTTP status, a short error text or ""). Connection problems and
-    timeouts come back as status 0, which callers retry."""
-    headers = {"Content-Type": CONTENT_TYPE, "User-Agent": USER_AGENT}
+    """POST one event, or a batch (a list: CloudEvents batched mode); returns (HTTP status, a
+    short error text or ""). Connection problems and timeouts come back as status 0, which
+    callers retry."""
+    content_type = BATCH_CONTENT_TYPE if isinstance(event, list) else CONTENT_TYPE
+    headers = {"Content-Type": content_type, "User-Agent": USER_AGENT}
     if target.token:
         headers["Authorization"] = f"Bearer {target.token}"
     try:

@@ -43,7 +43,14 @@ async def receiving() -> AsyncIterator[tuple[str, list[dict[str, Any]]]]:
     got: list[dict[str, Any]] = []
 
     async def handle(request: web.Request) -> web.Response:
-        got.append(await request.json())
+        body = await request.json()
+        if isinstance(body, list):
+            assert request.content_type == "application/cloudevents-batch+json"
+            got.extend(body)
+            got.append({"batch": len(body)})  # where each POST ended
+        else:
+            assert request.content_type == "application/cloudevents+json"
+            got.append(body)
         return web.Response(status=204)
 
     app = web.Application()
@@ -141,3 +148,35 @@ async def notices_are_written_to_the_group_before_they_are_sent(
     finally:
         flusher.cancel()
         await again.stop()
+
+
+async def test_a_batching_sink_gets_an_objects_events_in_order_in_batches() -> None:
+    """batchSize 3, five transitions of one job: two POSTs (3 + 2) in seq order, and the
+    cursor at the end (the test above is the control: one event per POST without batchSize)."""
+    async with receiving() as (url, got):
+        api = StatusApi()
+        controller = EventsController(api, EventsSettings(flush_seconds=0.01), EventsMetrics())  # type: ignore[arg-type]
+        try:
+            spec = {"url": url, "filter": {"namespaces": ["team-a"]}, "batchSize": 3}
+            controller.on_sink("ADDED", {"metadata": {"name": "b", "generation": 1}, "spec": spec})
+            entries = [
+                {"seq": n, "level": "Job", "name": "train", "to": "Running"} for n in range(1, 6)
+            ]
+            job = {
+                "metadata": {"name": "train", "namespace": "team-a", "uid": "uid-t"},
+                "status": {"transitions": entries, "transitionSeq": 5},
+            }
+            controller.on_job("VCJob", "ADDED", job)
+            await until(lambda: len(got) == 7)
+            assert got == [
+                *got[:3],
+                {"batch": 3},
+                *got[4:6],
+                {"batch": 2},
+            ]
+            ids = [e["id"] for e in got if "id" in e]
+            assert ids == [f"uid-t-{n}" for n in range(1, 6)]
+            assert controller.jobs[("VCJob", "team-a", "train")].cursors == {"b": 5}
+            assert controller.sinks["b"].delivered == 5
+        finally:
+            await controller.stop()

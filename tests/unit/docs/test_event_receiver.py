@@ -14,6 +14,7 @@ from types import ModuleType
 import pytest
 
 from operators.api.batch import TransitionLevel
+from operators.api.events import SinkKind
 from operators.jobs import delivery as D
 from operators.jobs.translog import TransitionRec
 
@@ -71,7 +72,18 @@ def test_stores_each_event_once_and_acknowledges_duplicates(
     ]
 
 
-@pytest.mark.parametrize("body", [b"not json", b"{}", b"[1, 2]"])
+def test_takes_batches_and_de_duplicates_across_them(receiver: tuple[str, Path]) -> None:
+    url, out = receiver
+    job = D.JobRef("PodGroup", "team-a", "g", "uid-2")
+    recs = [TransitionRec(n, SinkKind.POD_GROUP, "g", None, "Running") for n in (1, 2, 3)]
+    events = [D.cloudevent(job, rec) for rec in recs]
+    assert _post(url, json.dumps(events[:2]).encode()) == 204
+    assert _post(url, json.dumps(events[1:]).encode()) == 204  # 2 again: a retried batch
+    stored = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [e["id"] for e in stored] == ["uid-2-1", "uid-2-2", "uid-2-3"]
+
+
+@pytest.mark.parametrize("body", [b"not json", b"{}", b"[1, 2]", b'[{"id": "a"}, {}]'])
 def test_refuses_what_it_can_never_store(receiver: tuple[str, Path], body: bytes) -> None:
     url, out = receiver
     # 400 is not retried by the operator (delivery.retryable), so a bad event cannot block a job.

@@ -47,7 +47,7 @@ def test_a_delayed_preemption_gives_will_evict_with_deadline_then_evicted_then_t
     seen, changes = derive(PG, "g", seen, evicted)
     assert tos(changes) == [
         ("Running", "Evicted", "DelayedPreemptionDue"),
-        ("Running", "Pending", "Evicted"),
+        ("Running", "Pending", ""),
     ]
     assert changes[0][7] == ("ns/urgent",)
     assert seen == Observed("Pending", None, "t1")
