@@ -61,8 +61,9 @@ class Observed:
         return cls(_str(raw.get("phase")), _str(raw.get("preemption")), _str(raw.get("evictedAt")))
 
     def wire(self) -> dict[str, Any]:
-        out = {"phase": self.phase, "preemption": self.preemption, "evictedAt": self.evicted_at}
-        return {k: v for k, v in out.items() if v}
+        """Every key, None included: the log is written with a JSON merge patch, where a key
+        left out would keep its old value (a cleared mark would come back after a restart)."""
+        return {"phase": self.phase, "preemption": self.preemption, "evictedAt": self.evicted_at}
 
     @property
     def role(self) -> str:

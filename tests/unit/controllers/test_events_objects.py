@@ -99,7 +99,7 @@ async def notices_are_written_to_the_group_before_they_are_sent(
         assert got[0]["id"] == "uid-g-1"
         first = api.logs("g")[0]
         assert [e["to"] for e in first["entries"]] == ["Running"]
-        assert first["observed"] == {"phase": "Running"}
+        assert first["observed"] == {"phase": "Running", "preemption": None, "evictedAt": None}
         # The patch names the uid, so it cannot land on a namesake created meanwhile.
         assert all(b["metadata"] == {"uid": "uid-g"} for p, b in api.patches if "/g/" in p)
 
@@ -176,7 +176,8 @@ async def test_a_batching_sink_gets_an_objects_events_in_order_in_batches() -> N
             ]
             ids = [e["id"] for e in got if "id" in e]
             assert ids == [f"uid-t-{n}" for n in range(1, 6)]
-            assert controller.jobs[("VCJob", "team-a", "train")].cursors == {"b": 5}
+            view = controller.jobs[("VCJob", "team-a", "train")]
+            await until(lambda: view.cursors == {"b": 5})  # moved once the answer is read
             assert controller.sinks["b"].delivered == 5
         finally:
             await controller.stop()

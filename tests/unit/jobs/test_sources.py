@@ -92,6 +92,10 @@ def test_the_log_numbers_without_gaps_round_trips_and_counts_what_it_drops() -> 
     log = log.append(seen, [(Q, "q", "Open", "Closed", "", "", "", ())] * 2, "t", delivered=0)
     assert log.dropped == 2
     assert ObjectLog.parse(log.wire()) == log
+    # A cleared field is written as null (a merge patch keeps keys it leaves out).
+    marked, _ = derive(PG, "g", None, {"phase": "Running", "preemption": WILL_EVICT})
+    cleared, _ = derive(PG, "g", marked, {"phase": "Running"})
+    assert ObjectLog(observed=cleared).wire()["observed"]["preemption"] is None
 
 
 def test_object_kinds_are_opt_in_and_a_namespace_filter_gets_no_queues() -> None:
