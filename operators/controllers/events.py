@@ -1,4 +1,4 @@
-"""The `events` operator: job transitions -> CloudEvents at admin-defined EventSinks.
+"""The `events` operator: job, PodGroup and Queue transitions -> CloudEvents at EventSinks.
 
 The outbox is the job itself: the jobs operator keeps the newest transitions in
 `status.transitions` (numbered by `seq`), and this operator keeps, per sink, how far it got in
@@ -6,7 +6,12 @@ The outbox is the job itself: the jobs operator keeps the newest transitions in
 jobs operator reads). Nothing lives only in memory, so a restart resumes from the cursors and may
 send an event again (at least once; receivers de-duplicate by id), but never skips one.
 
-- jobs and EventSinks are watched with `@kopf.on.event` (no progress or diff-base annotations);
+- PodGroups and Queues have no transition log of their own: for those a sink subscribes to
+  (`filter.kinds`), this operator derives their transitions (operators.jobs.sources), appends
+  them to `status.eventLog` on the object, and sends them only once that write succeeded, so an
+  id is never given to two different transitions; objects nobody subscribes to are not written;
+- jobs, PodGroups, Queues and EventSinks are watched with `@kopf.on.event` (no progress or
+  diff-base annotations);
 - one worker per sink drains jobs with pending transitions, at most `concurrency` jobs at a time,
   each job strictly in `seq` order (the next event only after the previous one was acknowledged
   or given up on);
