@@ -90,9 +90,9 @@ class Receiver:
         return list(dict.fromkeys(self.ids()))
 
 
-def started(proc: OperatorProcess) -> OperatorProcess:
+def started(proc: OperatorProcess, name: str = "events") -> OperatorProcess:
     # Its watches start right after this line; a busy machine may take a while to import.
-    wait_for(lambda: "operator events started" in proc.log(), "the events operator", 180)
+    wait_for(lambda: f"operator {name} started" in proc.log(), f"the {name} operator", 180)
     return proc
 
 
@@ -302,6 +302,7 @@ def test_a_real_job_life_and_a_missing_sink(
         OperatorProcess("jobs", kubeconfig, tmp_path, "--jobs-health-port=0").start(),
     ]
     try:
+        started(procs[1], "jobs")  # the wait below is for the condition, not for an import
         sink = sinks(receiver.url, {})
         template = {
             "metadata": {"annotations": {"sluice.dev/complete-after": "1s"}},

@@ -68,11 +68,9 @@ def filter_admits_job(flt: EventFilter, job: JobRef) -> bool:
     """Does the filter subscribe to this object at all? PodGroups and Queues only when their kind
     is listed (every subscribed object costs writes); a Queue has no namespace, so a filter that
     limits namespaces gets none."""
-    if job.kind in OBJECT_KINDS:
-        listed = flt.kinds is not None and job.kind in flt.kinds
-        return listed and (
-            flt.namespaces is None if not job.namespace else _listed(flt.namespaces, job.namespace)
-        )
+    if job.kind in OBJECT_KINDS and flt.kinds is None:
+        return False
+    # A Queue's namespace is "", which no `namespaces` list holds.
     return _listed(flt.namespaces, job.namespace) and _listed(flt.kinds, job.kind)
 
 
