@@ -438,18 +438,24 @@ class StatusWriter:
                 if now - last < self._message_interval:
                     continue
             self._last_message_write[rec.uid] = now
-            self._evictions.pop(rec.uid, None)
             self.cache.expect_group_status(rec.uid, desired)
             body = dict(desired)
             if desired["phase"] == old.get("phase"):
                 # A phase we do not change is not re-sent: the podgroup operator may have just
                 # written Completed/Failed, which our view has not caught up with yet.
                 del body["phase"]
-            self._spawn(rec.uid, _group_status_path(key), {"status": body})
+            done = None if evicted is None else functools.partial(self._stamped, rec.uid, evicted)
+            self._spawn(rec.uid, _group_status_path(key), {"status": body}, done)
             written += 1
             if missing_pool and self._warn is not None and not _has_true(old, "PoolFallback"):
                 self._warn(rec.uid, POOL_NOT_FOUND, pool_fallback_message(missing_pool))
         return written
+
+    def _stamped(self, group_uid: str, stamp: dict[str, Any]) -> None:
+        """A lastEviction is in the API: forget it (unless a newer one came meanwhile). A failed
+        write keeps it for the next pass."""
+        if self._evictions.get(group_uid) is stamp:
+            del self._evictions[group_uid]
 
     def _pool_exists(self, name: str) -> bool:
         return name == S.DEFAULT_POOL or name in self.cache.pools
