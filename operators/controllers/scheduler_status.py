@@ -555,10 +555,10 @@ class StatusWriter:
         body: dict[str, Any],
         last: dict[str, dict[str, Any]],
     ) -> None:
-        """Write a Queue's or Pool's status unless unchanged or already in flight."""
+        """Write a Queue's or Pool's status unless the API has it already; while an older write
+        of it is on the wire, this one follows it."""
         key = f"{kind.singular_name()}/{name}"
-        if last.get(name) == body:
-            self._latest.pop(key, None)  # a write still on the wire is followed by nothing
+        if last.get(name) == body and key not in self._in_flight:
             return
         # Remembered only once written (`last`): a failed write is retried.
         self._latest[key] = (

@@ -117,6 +117,14 @@ async def test_a_queue_value_wanted_while_a_write_is_on_the_wire_is_written_afte
     writer.write_queues(queue_status(0))  # the API has it now: nothing more
     await writer.drain()
     assert len(api.landed) == 2
+    # Back to the value written before while another is on the wire: the API must end with it.
+    api.release.clear()
+    writer.write_queues(queue_status(6))
+    await asyncio.sleep(0)
+    writer.write_queues(queue_status(0))
+    api.release.set()
+    await writer.drain()
+    assert api.landed[-1] == {}
 
 
 async def test_a_failed_queue_write_is_retried_without_another_session() -> None:
