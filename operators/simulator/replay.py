@@ -273,8 +273,11 @@ class Replay:
 
     def _finish(self, uid: str, end: float) -> None:
         record = self.records[uid]
-        if record.end != end:
-            return  # the end of a run that was evicted (and perhaps restarted since)
+        if record.end != end or uid not in self.groups:
+            # The end of a run that was evicted (and perhaps restarted since), or a second end
+            # event of one run: a job moved (evicted and bound again) at the instant it started
+            # gets the same end pushed twice.
+            return
         del self.groups[uid]
         del self.tasks[uid]
 

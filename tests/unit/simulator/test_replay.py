@@ -114,3 +114,15 @@ def test_a_job_that_can_never_start_is_reported_with_the_reason() -> None:
     assert records[1].start is None
     assert list(sim.unstarted) == ["j1"]
     assert sim.unstarted["j1"].startswith("0/3 pods bound; ")
+
+
+def test_a_run_ending_twice_finishes_once() -> None:
+    # A job evicted and bound again at the instant it started (consolidation moving it in a
+    # follow-up session) has the same end pushed twice; the second must not fail the replay.
+    sim = replay.Replay(_clos(1, 1), [TraceJob("j0", 0.0, 8, 30.0)], SessionConfig())
+    sim._arrive(sim.jobs[0])
+    sim.records["j0"].start, sim.records["j0"].end = 0.0, 30.0
+    sim._finish("j0", 30.0)
+    sim._finish("j0", 30.0)
+    assert "j0" not in sim.groups
+    assert sim.records["j0"].end == 30.0
