@@ -352,6 +352,14 @@ class JobSpecBase(SluiceModel):
         le=7 * 86400,
         description="Grace period between being chosen as a victim and eviction.",
     )
+    stale_gang_grace_seconds: int | None = Field(
+        default=None,
+        ge=-1,
+        le=7 * 86400,
+        description="Seconds the running job may stay below its gang minimum (a pod failed or "
+        "was evicted and did not come back) before the scheduler evicts it whole (copied to its "
+        "PodGroup); -1: never. Unset: never (the job's own policies decide).",
+    )
     suspend: bool | None = Field(
         default=None,
         description="true stops the job's pods (phase Aborted); false again resumes it "

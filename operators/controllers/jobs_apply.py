@@ -61,6 +61,7 @@ def podgroup_body(
         "networkTopology": spec.get("networkTopology"),
         "preemptible": spec.get("preemptible"),
         "preemptionDelaySeconds": spec.get("preemptionDelaySeconds"),
+        "staleGangGraceSeconds": spec.get("staleGangGraceSeconds"),
         "minResources": min_resources(job) or None,
     }
     return {

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
+import pydantic
+import pytest
+
 from operators.api import labels as L
-from operators.api.batch import HybridJob
+from operators.api.batch import HybridJob, VCJob
 from operators.api.scheduling import PodGroup
 from operators.controllers.jobs_apply import min_resources, podgroup_body
 from operators.jobs.shape import JobShape, from_hybridjob
 from operators.runtime import records as R
+from operators.scheduler.actions.stale import grace_of
 
 
 def shape() -> JobShape:
@@ -26,6 +30,7 @@ def shape() -> JobShape:
         "spec": {
             "queue": "q",
             "preemptionDelaySeconds": 60,
+            "staleGangGraceSeconds": 120,
             "replicaSpecs": {
                 "PS": {
                     "minReplicas": 1,
@@ -70,3 +75,35 @@ def test_the_user_annotation_reaches_the_scheduler_through_the_api_model() -> No
     plain = podgroup_body(shape(), {"queue": "q"}, {})
     assert "user" not in plain["spec"]
     assert R.podgroup(plain).group.user == ""
+
+
+def test_the_stale_gang_grace_reaches_the_scheduler_only_when_the_job_sets_one() -> None:
+    """spec.staleGangGraceSeconds of the job -> its PodGroup (valid for the API) -> the grace the
+    scheduler applies; a job without one leaves its gang to the job's policies (never stale)."""
+    job = shape()
+
+    def grace(spec: dict[str, Any]) -> float | None:
+        group = podgroup_body(job, spec, {})
+        parsed = PodGroup.model_validate(group).to_dict()
+        return grace_of(R.podgroup({**parsed, "metadata": group["metadata"]}).group, 60.0)
+
+    assert grace({"queue": "q", "staleGangGraceSeconds": 120}) == 120
+    assert grace({"queue": "q", "staleGangGraceSeconds": 0}) == 0
+    assert grace({"queue": "q", "staleGangGraceSeconds": -1}) is None
+    assert grace({"queue": "q"}) is None
+    assert "staleGangGraceSeconds" not in podgroup_body(job, {"queue": "q"}, {})["spec"]
+
+
+def test_the_job_api_bounds_the_stale_gang_grace_as_the_podgroup_does() -> None:
+    body = {
+        "apiVersion": "batch.sluice.dev/v1alpha1",
+        "kind": "VCJob",
+        "metadata": {"name": "j", "namespace": "ns"},
+        "spec": {"tasks": [{"name": "t", "replicas": 1, "template": {"spec": {}}}]},
+    }
+    for bad in (-2, 7 * 86400 + 1):
+        body["spec"]["staleGangGraceSeconds"] = bad
+        with pytest.raises(pydantic.ValidationError):
+            VCJob.model_validate(body)
+    body["spec"]["staleGangGraceSeconds"] = -1
+    assert VCJob.model_validate(body).spec.stale_gang_grace_seconds == -1
