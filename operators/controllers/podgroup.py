@@ -21,6 +21,7 @@ from operators.api.scheduling import PodGroup
 from operators.controllers import kopf_runner, podgroup_phase
 from operators.controllers.coalesce import Coalescer, run_in_background
 from operators.controllers.writes import bounded, failures
+from operators.runtime import records
 from operators.runtime.operator_metrics import OperatorMetrics
 
 log = logging.getLogger(__name__)
@@ -34,6 +35,7 @@ GroupKey = tuple[str, str]
 class GroupView:
     min_member: int
     status: Mapping[str, Any]
+    job_owned: bool = False
 
 
 def group_key(body: Mapping[str, Any], scheduler_name: str = L.SCHEDULER_NAME) -> GroupKey | None:
@@ -45,6 +47,18 @@ def group_key(body: Mapping[str, Any], scheduler_name: str = L.SCHEDULER_NAME) -
     named = {**(meta.get("labels") or {}), **(meta.get("annotations") or {})}
     group = L.first_of(named, L.POD_GROUP_KEYS)
     return (str(meta.get("namespace") or ""), group) if group else None
+
+
+def group_view(
+    spec: Mapping[str, Any], status: Mapping[str, Any], meta: Mapping[str, Any]
+) -> GroupView:
+    """All the operator keeps of a PodGroup (its index value)."""
+    min_member = spec.get("minMember", 1)
+    return GroupView(
+        min_member=min_member if isinstance(min_member, int) else 1,
+        status=dict(status),
+        job_owned=records.owned_by_job(meta.get("ownerReferences")),
+    )
 
 
 @dataclasses.dataclass
@@ -67,7 +81,9 @@ class PodGroupOperator:
                 continue  # no PodGroup: the scheduler tells the pods why they wait
             view: GroupView = views[0]
             counts = podgroup_phase.count(self.pods.get(key, ()))
-            patch = podgroup_phase.status_patch(view.status, view.min_member, counts)
+            patch = podgroup_phase.status_patch(
+                view.status, view.min_member, counts, job_owned=view.job_owned
+            )
             if patch is not None:
                 path = f"{PodGroup.api_path(key[0], key[1])}/status"
                 writes.append(self.client.merge_patch(path, {"status": patch}))
@@ -102,15 +118,14 @@ def register(registry: kopf.OperatorRegistry, ctx: kopf_runner.OperatorContext) 
 
     @kopf.index(*PODGROUP_RESOURCE, id="group_views", registry=registry)
     async def group_views(
-        namespace: str | None, name: str, spec: kopf.Spec, status: kopf.Status, **_: Any
+        namespace: str | None,
+        name: str,
+        spec: kopf.Spec,
+        status: kopf.Status,
+        meta: kopf.Meta,
+        **_: Any,
     ) -> dict[GroupKey, GroupView]:
-        min_member = spec.get("minMember", 1)
-        return {
-            (namespace or "", name): GroupView(
-                min_member=min_member if isinstance(min_member, int) else 1,
-                status=dict(status),
-            )
-        }
+        return {(namespace or "", name): group_view(spec, status, meta)}
 
     @kopf.on.event("pods", registry=registry)
     async def pod_changed(body: kopf.Body, **kwargs: Any) -> None:

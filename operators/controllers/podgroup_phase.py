@@ -4,7 +4,11 @@ The phase has two writers that never overlap (docs/admin.md):
 - the scheduler writes Pending, Inqueue, Running and Unknown while any member is still active;
 - the podgroup operator writes Completed and Failed once every member has stopped, and Pending
   again if a finished group gets active members (a job controller re-creating pods), handing the
-  group back to the scheduler.
+  group back to the scheduler. It does not finish a group a HybridJob/VCJob owns while that group
+  waits for (re-)admission (Pending, Inqueue): the jobs operator creates members only once the
+  group is admitted, so every member there that already stopped is from the previous round (a
+  restarted task's group re-admitted while another task's pods stay Succeeded); the new round's
+  members are still to come, and the group finishes once they ran.
 Both sides decide with `finished_phase`, so there is no moment where both think they own it.
 """
 
@@ -16,6 +20,8 @@ from collections.abc import Iterable, Mapping
 from operators.api.scheduling import PodGroupPhase
 
 FINISHED = (PodGroupPhase.COMPLETED, PodGroupPhase.FAILED)
+AWAITING_MEMBERS = (None, PodGroupPhase.PENDING, PodGroupPhase.INQUEUE)
+"""Phases of a job-owned group whose members are not all created yet (see the module text)."""
 _TERMINAL_POD_PHASES = {"Succeeded": "succeeded", "Failed": "failed"}
 
 
@@ -51,11 +57,18 @@ def finished_phase(min_member: int, members: MemberCounts) -> PodGroupPhase | No
 
 
 def operator_phase(
-    current: PodGroupPhase | None, min_member: int, members: MemberCounts
+    current: PodGroupPhase | None,
+    min_member: int,
+    members: MemberCounts,
+    *,
+    job_owned: bool = False,
 ) -> PodGroupPhase | None:
-    """The phase the podgroup operator writes, or None when the phase is not its to change."""
+    """The phase the podgroup operator writes, or None when the phase is not its to change.
+    `job_owned`: a HybridJob or VCJob owns the group (its members come after admission)."""
     finished = finished_phase(min_member, members)
     if finished is not None:
+        if job_owned and current in AWAITING_MEMBERS:
+            return None
         return None if current is finished else finished
     if current in FINISHED and members.active:
         return PodGroupPhase.PENDING
@@ -63,7 +76,11 @@ def operator_phase(
 
 
 def status_patch(
-    current: Mapping[str, object], min_member: int, members: MemberCounts
+    current: Mapping[str, object],
+    min_member: int,
+    members: MemberCounts,
+    *,
+    job_owned: bool = False,
 ) -> dict[str, object] | None:
     """The operator's fields of `status` (phase when it is the operator's, succeeded, failed)."""
     try:
@@ -71,7 +88,7 @@ def status_patch(
     except ValueError:
         phase = None
     patch: dict[str, object] = {}
-    new_phase = operator_phase(phase, min_member, members)
+    new_phase = operator_phase(phase, min_member, members, job_owned=job_owned)
     if new_phase is not None:
         patch["phase"] = new_phase.value
     # Absent counts read as 0, so a new group costs no write until a member stops.

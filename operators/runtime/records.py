@@ -139,7 +139,7 @@ def _stale_grace(raw: object) -> float | None:
     return -1.0 if _float(raw, 0.0) < 0 else delay
 
 
-def _owned_by_job(refs: object) -> bool:
+def owned_by_job(refs: object) -> bool:
     """Owned by a HybridJob or VCJob (whose policies handle a gang that lost pods)."""
     if not isinstance(refs, list):
         return False
@@ -555,7 +555,7 @@ def podgroup(obj: JsonDict) -> GroupRecord:
         preemptible=spec.get("preemptible") is not False,
         consolidated_at=consolidated_at(status),
         stale_grace=_stale_grace(spec.get("staleGangGraceSeconds")),
-        job_owned=_owned_by_job(meta.get("ownerReferences")),
+        job_owned=owned_by_job(meta.get("ownerReferences")),
     )
     return GroupRecord(
         uid=group.uid,

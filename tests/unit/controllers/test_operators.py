@@ -9,7 +9,7 @@ from typing import Any
 from operators.api import labels as L
 from operators.api.scheduling import PodGroup
 from operators.controllers.coalesce import Coalescer
-from operators.controllers.podgroup import GroupView, PodGroupOperator, group_key
+from operators.controllers.podgroup import GroupView, PodGroupOperator, group_key, group_view
 from operators.controllers.pool import PoolOperator
 from operators.controllers.pool_membership import PoolObject
 from operators.controllers.queue import QueueOperator
@@ -125,6 +125,29 @@ async def test_podgroup_pass_writes_completed_and_leaves_groupless_pods_alone() 
     assert path == f"{PodGroup.api_path('ns', 'done')}/status"
     assert body == {"status": {"phase": "Completed", "succeeded": 2}}
     assert op.dirty == set()
+
+
+async def test_podgroup_pass_leaves_a_readmitted_job_group_to_its_new_round() -> None:
+    """The jobs operator set a restarted job's group back to Pending; the other task's pods
+    stay Succeeded. Only the count is written, never Failed/Completed over the re-admission."""
+    api = Api()
+    fake: Any = api
+    op = PodGroupOperator(fake)
+    job_ref = {"apiVersion": "batch.sluice.dev/v1alpha1", "kind": "VCJob", "name": "j"}
+    spec, status = {"minMember": 3}, {"phase": "Pending"}
+    op.pods = {("ns", "j"): ["Succeeded", "Succeeded"], ("ns", "plain"): ["Succeeded"] * 2}
+    op.groups = {
+        ("ns", "j"): [group_view(spec, status, {"ownerReferences": [job_ref]})],
+        ("ns", "plain"): [group_view(spec, status, {})],  # control: no job owns it
+    }
+    op.dirty = {("ns", "j"), ("ns", "plain")}
+    await op.reconcile()
+    assert dict(api.patches) == {
+        f"{PodGroup.api_path('ns', 'j')}/status": {"status": {"succeeded": 2}},
+        f"{PodGroup.api_path('ns', 'plain')}/status": {
+            "status": {"phase": "Failed", "succeeded": 2}
+        },
+    }
 
 
 async def test_coalescer_runs_once_for_a_burst_of_pokes() -> None:

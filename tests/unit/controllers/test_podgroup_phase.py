@@ -43,3 +43,22 @@ def test_status_patch_counts_and_phase() -> None:
     assert status_patch(again, 2, MemberCounts(succeeded=2)) is None
     assert status_patch({"phase": "Bogus"}, 1, MemberCounts(active=1)) is None
     assert status_patch({}, 2, MemberCounts(active=1, failed=1)) == {"failed": 1}
+
+
+def test_a_job_owned_group_waiting_for_its_new_round_is_not_finished() -> None:
+    """A job restarted one task and re-admitted its group (Pending, then Inqueue) while the other
+    task's pods stay Succeeded: the restarted task's pods are created only after admission, so
+    the stopped members are the previous round's and the group must stay with the scheduler."""
+    left_over = MemberCounts(succeeded=2)
+    for waiting in (None, P.PENDING, P.INQUEUE):
+        assert operator_phase(waiting, 3, left_over, job_owned=True) is None
+        assert status_patch(
+            {"phase": waiting} if waiting else {}, 3, left_over, job_owned=True
+        ) == {"succeeded": 2}
+        # control: a group no job owns is finished from the same pods
+        assert operator_phase(waiting, 3, left_over) is P.FAILED
+    # Once the new round ran, the group finishes as any other.
+    assert operator_phase(P.RUNNING, 3, MemberCounts(succeeded=3), job_owned=True) is P.COMPLETED
+    assert operator_phase(P.UNKNOWN, 3, MemberCounts(succeeded=2, failed=1), job_owned=True) is (
+        P.FAILED
+    )
