@@ -95,15 +95,16 @@ def test_the_stale_gang_grace_reaches_the_scheduler_only_when_the_job_sets_one()
 
 
 def test_the_job_api_bounds_the_stale_gang_grace_as_the_podgroup_does() -> None:
+    spec: dict[str, Any] = {"tasks": [{"name": "t", "replicas": 1, "template": {"spec": {}}}]}
     body = {
         "apiVersion": "batch.sluice.dev/v1alpha1",
         "kind": "VCJob",
         "metadata": {"name": "j", "namespace": "ns"},
-        "spec": {"tasks": [{"name": "t", "replicas": 1, "template": {"spec": {}}}]},
+        "spec": spec,
     }
     for bad in (-2, 7 * 86400 + 1):
-        body["spec"]["staleGangGraceSeconds"] = bad
+        spec["staleGangGraceSeconds"] = bad
         with pytest.raises(pydantic.ValidationError):
             VCJob.model_validate(body)
-    body["spec"]["staleGangGraceSeconds"] = -1
+    spec["staleGangGraceSeconds"] = -1
     assert VCJob.model_validate(body).spec.stale_gang_grace_seconds == -1
