@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
+import json
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -64,8 +66,10 @@ Key = tuple[str, str, str]  # kind, namespace, name
 @dataclass
 class JobState:
     body: dict[str, Any]
-    memory: Memory | None = None
-    written: dict[str, Any] | None = None  # the status this process last wrote
+    """The job as last watched, slimmed (`kept`): what it asks for, not what we wrote."""
+    memory: Memory
+    written: bytes = b""
+    """Digest of the status this process last wrote (a 16-byte stand-in for a copy of it)."""
     gone: list[PodObs] = field(default_factory=list)
     deleting: dict[str, float] = field(default_factory=dict)
     """uids of pods we deleted -> when; until their DELETED event arrives (or it is long ago)."""
@@ -74,6 +78,31 @@ class JobState:
     rejected: dict[str, tuple[str, str]] = field(default_factory=dict)
     group_spec: dict[str, Any] | None = None
     group_created: bool = False
+
+
+KEPT_STATUS: Final = ("phase", "transitionsDelivered")
+"""Status fields read after the first sight of a job; the rest is the job's Memory."""
+
+
+def kept(body: Mapping[str, Any]) -> dict[str, Any]:
+    """What the operator keeps of a watched job until its next event: the spec and metadata
+    without managedFields, and of the status (which this operator wrote; its Memory holds what
+    it decided) only KEPT_STATUS. A job's full status, with its transition log and replica rows,
+    was most of the operator's memory per job."""
+    meta = {k: v for k, v in (body.get("metadata") or {}).items() if k != "managedFields"}
+    status = body.get("status") or {}
+    return {
+        "apiVersion": body.get("apiVersion"),
+        "kind": body.get("kind"),
+        "metadata": meta,
+        "spec": body.get("spec") or {},
+        "status": {k: status[k] for k in KEPT_STATUS if k in status},
+    }
+
+
+def digest(status: Mapping[str, Any]) -> bytes:
+    text = json.dumps(status, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.blake2b(text.encode(), digest_size=16).digest()
 
 
 def key_of(body: Mapping[str, Any]) -> Key:
@@ -122,15 +151,16 @@ class JobsController:
         if state is None or state.body.get("metadata", {}).get("uid") != body["metadata"].get(
             "uid"
         ):
-            self.jobs[key] = JobState(dict(body))
+            # First sight (or a new job of the same name): what the status says was decided.
+            self.jobs[key] = JobState(kept(body), Memory.from_status(body.get("status")))
             self.mark(key)
             return
         old_generation = state.body.get("metadata", {}).get("generation")
-        state.body = dict(body)
+        state.body = kept(body)
         delivered = int((body.get("status") or {}).get("transitionsDelivered") or 0)
-        if state.memory is not None and delivered > state.memory.log.delivered:
+        if delivered > state.memory.log.delivered:
             state.memory = replace(state.memory, log=replace(state.memory.log, delivered=delivered))
-        if body["metadata"].get("generation") != old_generation or state.memory is None:
+        if body["metadata"].get("generation") != old_generation:
             self.mark(key)
 
     def forget(self, key: Key) -> None:
@@ -291,7 +321,7 @@ class JobsController:
             self._post(body, [Event("Warning", "InvalidSpec", str(err)[:1024])])
             return
         await self._check_input(state, shape)
-        memory = state.memory or Memory.from_status(body.get("status"))
+        memory = state.memory
         gkey = (shape.namespace, P.group_name(shape))
         await self._ensure_group(state, shape, gkey, memory)
         gone, state.gone = state.gone, []
@@ -375,11 +405,12 @@ class JobsController:
                 self.mark(key)
             else:
                 state.rejected.pop("PodRejected", None)
-        if plan.status != state.written:
+        written = digest(plan.status)
+        if written != state.written:
             if not await self.apply.write_status(*key, plan.status):
                 self.forget(key)
                 return
-            state.written = plan.status
+            state.written = written
         self._post(body, plan.events)
         if plan.requeue_after is not None:
             due = time.monotonic() + plan.requeue_after

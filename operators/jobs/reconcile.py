@@ -22,6 +22,7 @@ Order inside a step:
 from __future__ import annotations
 
 import datetime
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
@@ -211,32 +212,26 @@ class Plan:
     delete_job: bool = False
 
 
-@dataclass
-class _Counts:
-    pending: int = 0
-    running: int = 0
-    succeeded: int = 0
-    failed: int = 0
-    terminating: int = 0
-    unknown: int = 0
+COUNTED_AS: Final[Mapping[R, str]] = MappingProxyType(
+    {
+        R.PENDING: "pending",
+        R.SCHEDULED: "pending",
+        R.RESTARTING: "pending",
+        R.RUNNING: "running",
+        R.SUCCEEDED: "succeeded",
+        R.FAILED: "failed",
+        R.UNKNOWN: "unknown",
+        R.TERMINATING: "terminating",
+        R.EVICTED: "terminating",
+    }
+)
+"""The job's pod count (`status.<count>`) each replica phase adds to."""
+COUNTS: Final = ("pending", "running", "succeeded", "failed", "terminating", "unknown")
 
 
-def _count(pods: Iterable[PodObs]) -> _Counts:
-    c = _Counts()
-    for p in pods:
-        if p.deleting:
-            c.terminating += 1
-        elif p.phase == "Running":
-            c.running += 1
-        elif p.phase == "Succeeded":
-            c.succeeded += 1
-        elif p.phase == "Failed":
-            c.failed += 1
-        elif p.phase == "Unknown":
-            c.unknown += 1
-        else:
-            c.pending += 1
-    return c
+def _count(pods: Iterable[PodObs]) -> Counter[str]:
+    """Pods by status count, through the replica phase table (one reading of a pod)."""
+    return Counter(COUNTED_AS[tables.replica_phase(p)] for p in pods)
 
 
 class _Step:
@@ -294,10 +289,10 @@ class _Step:
             replicas=task.replicas,
             min_available=task.min_available,
             elastic=self.job.elastic,
-            pending=c.pending,
-            running=c.running,
-            succeeded=c.succeeded,
-            failed=c.failed,
+            pending=c["pending"],
+            running=c["running"],
+            succeeded=c["succeeded"],
+            failed=c["failed"],
         )
 
     def task_phases(self) -> dict[str, T]:
@@ -447,9 +442,9 @@ class _Step:
         task_facts = [self.task_facts(t) for t in job.tasks]
         all_finished = all(t.done for t in task_facts)
         finished_ok = (
-            c.succeeded >= job.min_available
+            c["succeeded"] >= job.min_available
             and all(t.succeeded >= t.min_available for t in task_facts)
-            and (job.min_success is None or c.succeeded >= job.min_success)
+            and (job.min_success is None or c["succeeded"] >= job.min_success)
         )
         group = self.obs.group
         outstanding = bool(self.kill) or any(
@@ -458,8 +453,8 @@ class _Step:
         )
         return Facts(
             admitted=group is not None and group.phase in ADMITTED_GROUP_PHASES,
-            min_reached=c.running + c.succeeded >= max(job.min_available, 1),
-            min_success_reached=job.min_success is not None and c.succeeded >= job.min_success,
+            min_reached=c["running"] + c["succeeded"] >= max(job.min_available, 1),
+            min_success_reached=job.min_success is not None and c["succeeded"] >= job.min_success,
             all_finished=all_finished,
             finished_ok=finished_ok,
             nothing_alive=not any(p.alive for p in self.obs.pods) and not outstanding,
@@ -704,12 +699,7 @@ def _plan(
         "lastTransitionTime": step.since or step.time,
         "minAvailable": job.min_available,
         "maxReplicas": job.max_replicas,
-        "pending": counts.pending,
-        "running": counts.running,
-        "succeeded": counts.succeeded,
-        "failed": counts.failed,
-        "terminating": counts.terminating,
-        "unknown": counts.unknown,
+        **{name: counts[name] for name in COUNTS},
         "retryCount": step.retries,
         "version": step.version,
         "podGroup": group_name(job),

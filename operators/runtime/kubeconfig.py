@@ -22,7 +22,6 @@ import time
 from typing import Any
 
 import yaml
-from kubernetes_asyncio.config.kube_config import KubeConfigLoader
 
 SERVICE_ACCOUNT_DIR = pathlib.Path("/var/run/secrets/kubernetes.io/serviceaccount")
 
@@ -141,6 +140,10 @@ class ExecPlugin:
     margin = dt.timedelta(seconds=10)
 
     def __init__(self, doc: dict[str, Any], context: str, base: pathlib.Path) -> None:
+        # Imported here: it brings kubernetes_asyncio's whole API client (~60 MB of RSS), which
+        # only a kubeconfig with an exec plugin needs.
+        from kubernetes_asyncio.config.kube_config import KubeConfigLoader
+
         self._loader = KubeConfigLoader(
             config_dict=doc, active_context=context, config_base_path=str(base)
         )
