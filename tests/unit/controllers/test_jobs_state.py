@@ -1,0 +1,101 @@
+"""What the jobs operator keeps of a watched job between events (operators/controllers/jobs.py):
+its spec and metadata, not the status it wrote itself (that is the job's Memory)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+from operators.controllers.jobs import JobsController, digest, kept
+from operators.jobs.reconcile import Memory
+
+KEY = ("VCJob", "ns", "j")
+
+
+def job(generation: int = 1, delivered: int = 0, transitions: int = 40) -> dict[str, Any]:
+    log = [
+        {"seq": i + 1, "level": "Replica", "name": f"j-w-{i}", "to": "Running", "time": "t"}
+        for i in range(transitions)
+    ]
+    return {
+        "apiVersion": "batch.sluice.dev/v1alpha1",
+        "kind": "VCJob",
+        "metadata": {
+            "name": "j",
+            "namespace": "ns",
+            "uid": "u1",
+            "generation": generation,
+            "managedFields": [{"manager": "sluice", "fieldsV1": {"f:status": {}}}],
+        },
+        "spec": {"tasks": [{"name": "w", "replicas": 40, "template": {"spec": {}}}]},
+        "status": {
+            "phase": "Running",
+            "version": 2,
+            "retryCount": 1,
+            "transitionSeq": transitions,
+            "transitions": log,
+            "transitionsDelivered": delivered,
+            "replicas": [{"name": f"j-w-{i}", "phase": "Running"} for i in range(40)],
+        },
+    }
+
+
+def controller() -> JobsController:
+    ctx: Any = SimpleNamespace(client=None)
+    return JobsController(ctx)
+
+
+def test_a_watched_job_keeps_what_it_asks_for_and_its_memory_not_its_status() -> None:
+    c = controller()
+    body = job()
+    c.on_job("ADDED", body)
+    state = c.jobs[KEY]
+    assert state.body["spec"] == body["spec"]
+    assert "managedFields" not in state.body["metadata"]
+    assert state.body["metadata"]["uid"] == "u1"
+    assert state.body["status"] == {"phase": "Running", "transitionsDelivered": 0}
+    # What the status said was decided is the job's Memory, seeded at first sight.
+    assert state.memory == Memory.from_status(body["status"])
+    assert (state.memory.version, state.memory.retry_count, state.memory.log.seq) == (2, 1, 40)
+    assert KEY in c.dirty
+
+
+def test_the_echo_of_our_own_status_write_is_no_work_but_a_spec_change_is() -> None:
+    c = controller()
+    c.on_job("ADDED", job())
+    c.dirty.clear()
+    c.on_job("MODIFIED", job(transitions=41))  # our status write coming back
+    assert c.dirty == set()
+    assert c.jobs[KEY].memory.log.seq == 40  # the operator's own memory stays the truth
+    c.on_job("MODIFIED", job(generation=2))
+    assert c.dirty == {KEY}
+
+
+def test_the_events_operators_cursor_reaches_the_memory() -> None:
+    c = controller()
+    c.on_job("ADDED", job())
+    c.on_job("MODIFIED", job(delivered=30))
+    assert c.jobs[KEY].memory.log.delivered == 30
+    c.on_job("MODIFIED", job(delivered=10))  # an older echo never moves it back
+    assert c.jobs[KEY].memory.log.delivered == 30
+
+
+def test_a_new_job_of_the_same_name_starts_from_its_own_status() -> None:
+    c = controller()
+    c.on_job("ADDED", job())
+    fresh = job(transitions=0)
+    fresh["metadata"]["uid"] = "u2"
+    del fresh["status"]
+    c.on_job("ADDED", fresh)
+    assert c.jobs[KEY].memory == Memory()
+    c.on_job("DELETED", fresh)
+    assert KEY not in c.jobs
+
+
+def test_the_written_status_is_compared_by_digest() -> None:
+    status = job()["status"]
+    same = dict(reversed(list(status.items())))
+    assert digest(status) == digest(same)
+    assert len(digest(status)) == 16
+    assert digest(status) != digest({**status, "running": 1})
+    assert kept(job())["status"] == kept(job(transitions=3))["status"]
