@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import os
 import pathlib
 import sys
 import tempfile
@@ -34,11 +36,11 @@ from operators.runtime.client import ApiError, KubeClient
 NAMESPACE = "bench-jobs"
 
 
-def job_body(i: int, size: int) -> dict[str, Any]:
+def job_body(i: int, size: int, namespace: str) -> dict[str, Any]:
     return {
         "apiVersion": VCJob.api_version_str(),
         "kind": "VCJob",
-        "metadata": {"name": f"j{i}", "namespace": NAMESPACE},
+        "metadata": {"name": f"j{i}", "namespace": namespace},
         "spec": {
             "tasks": [
                 {
@@ -89,8 +91,8 @@ class StatusWrites:
                 self.all_completed.set()
 
 
-async def watch_jobs(client: KubeClient, writes: StatusWrites) -> None:
-    path = VCJob.api_path(NAMESPACE)
+async def watch_jobs(client: KubeClient, writes: StatusWrites, namespace: str) -> None:
+    path = VCJob.api_path(namespace)
     while True:
         items, version = await client.list(path)
         for item in items:
@@ -101,8 +103,20 @@ async def watch_jobs(client: KubeClient, writes: StatusWrites) -> None:
                     writes.see(event["object"])
 
 
-async def start(name: str, path: str, logs: pathlib.Path, *extra: str) -> Any:
+@dataclasses.dataclass
+class Side:
+    """One jobs operator under test: its namespace, and the source tree it runs from."""
+
+    label: str
+    namespace: str
+    source: str | None = None  # PYTHONPATH of a baseline tree; None: this tree
+
+
+async def start(
+    name: str, path: str, logs: pathlib.Path, *extra: str, source: str | None = None
+) -> Any:
     out = (logs / f"{name}.log").open("wb")
+    env = {**os.environ, "PYTHONPATH": source} if source else None
     return await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -112,6 +126,7 @@ async def start(name: str, path: str, logs: pathlib.Path, *extra: str) -> Any:
         *extra,
         stdout=out,
         stderr=asyncio.subprocess.STDOUT,
+        env=env,
     )
 
 
@@ -124,68 +139,113 @@ async def stop(proc: Any) -> None:
         await proc.wait()
 
 
-async def bench(path: str, jobs: int, pods: int, logs: pathlib.Path) -> dict[str, Any]:
+async def bench(
+    path: str, jobs: int, pods: int, logs: pathlib.Path, sides: list[Side]
+) -> list[dict[str, Any]]:
+    """Every side gets the same jobs in its own namespace, served by its own jobs operator; one
+    scheduler (this tree's) places them all."""
     conn = kubeconfig.load(path, None)
-    writes = StatusWrites(jobs)
     size = max(1, pods // jobs)
+    writes = [StatusWrites(jobs) for _ in sides]
+    done_at: list[float | None] = [None] * len(sides)
     async with KubeClient(conn, limit=64) as client:
-        with contextlib.suppress(ApiError):
-            await client.post("/api/v1/namespaces", {"metadata": {"name": NAMESPACE}})
-        scheduler = await start("scheduler", path, logs, "--metrics-port=0", "--no-leader-election")
-        operator = await start("jobs", path, logs, "--jobs-health-port=0")
-        watcher = asyncio.create_task(watch_jobs(client, writes))
-        elapsed = 0.0
-        try:
-            await asyncio.sleep(10)  # both started and listed
-            started = time.monotonic()
-            await gather_bounded(
-                32, [client.post(VCJob.api_path(NAMESPACE), job_body(i, size)) for i in range(jobs)]
-            )
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(writes.all_completed.wait(), 3600)
-            elapsed = time.monotonic() - started
-            await asyncio.sleep(5)  # trailing writes
-            groups, _ = await client.list(PodGroup.api_path(NAMESPACE))
-            events, _ = await client.list(f"/api/v1/namespaces/{NAMESPACE}/events")
-        finally:
-            watcher.cancel()
-            peak = peak_rss_mib(operator.pid)
-            await stop(operator)
-            await stop(scheduler)
+        for side in sides:
             with contextlib.suppress(ApiError):
-                await client.delete(f"/api/v1/namespaces/{NAMESPACE}")
+                await client.post("/api/v1/namespaces", {"metadata": {"name": side.namespace}})
+        scheduler = await start("scheduler", path, logs, "--metrics-port=0", "--no-leader-election")
+        operators = [
+            await start(
+                "jobs",
+                path,
+                logs / side.label,
+                "--jobs-health-port=0",
+                f"--jobs-namespaces={side.namespace}",
+                source=side.source,
+            )
+            for side in sides
+        ]
+        watchers = [
+            asyncio.create_task(watch_jobs(client, w, side.namespace))
+            for w, side in zip(writes, sides, strict=True)
+        ]
+        results: list[tuple[list[Any], list[Any]]] = []
+        started = time.monotonic()
+
+        async def finished(i: int) -> None:
+            await writes[i].all_completed.wait()
+            done_at[i] = time.monotonic() - started
+
+        try:
+            await asyncio.sleep(10)  # all started and listed
+            started = time.monotonic()
+            posts = [
+                client.post(VCJob.api_path(side.namespace), job_body(i, size, side.namespace))
+                for i in range(jobs)
+                for side in sides
+            ]
+            await gather_bounded(32, posts)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(
+                    asyncio.gather(*(finished(i) for i in range(len(sides)))), 3600
+                )
+            await asyncio.sleep(5)  # trailing writes
+            for side in sides:
+                groups, _ = await client.list(PodGroup.api_path(side.namespace))
+                events, _ = await client.list(f"/api/v1/namespaces/{side.namespace}/events")
+                results.append((groups, events))
+        finally:
+            for watcher in watchers:
+                watcher.cancel()
+            peaks = [peak_rss_mib(op.pid) for op in operators]
+            for op in operators:
+                await stop(op)
+            await stop(scheduler)
+            for side in sides:
+                with contextlib.suppress(ApiError):
+                    await client.delete(f"/api/v1/namespaces/{side.namespace}")
     created_pods = size * jobs
-    job_events = [e for e in events if (e.get("involvedObject") or {}).get("kind") == "VCJob"]
-    total = created_pods + len(groups) + writes.count + len(job_events)
-    return {
-        "jobs": jobs,
-        "pods": created_pods,
-        "completed": len(writes.completed),
-        "seconds": round(elapsed, 1),
-        "peak_rss_mb": round(peak, 1),
-        "writes": {
-            "pods created": created_pods,
-            "PodGroups created": len(groups),
-            "writes to the jobs (status)": writes.count,
-            "Events on jobs": len(job_events),
-        },
-        "writes_per_pod": round(total / max(1, created_pods), 2),
-    }
+    out = []
+    for side, w, (groups, events), peak, seconds in zip(
+        sides, writes, results, peaks, done_at, strict=True
+    ):
+        job_events = [e for e in events if (e.get("involvedObject") or {}).get("kind") == "VCJob"]
+        total = created_pods + len(groups) + w.count + len(job_events)
+        out.append(
+            {
+                "operator": side.label,
+                "source": side.source or "this tree",
+                "jobs": jobs,
+                "pods": created_pods,
+                "completed": len(w.completed),
+                "seconds": round(seconds, 1) if seconds is not None else None,
+                "peak_rss_mb": round(peak, 1),
+                "writes": {
+                    "pods created": created_pods,
+                    "PodGroups created": len(groups),
+                    "writes to the jobs (status)": w.count,
+                    "Events on jobs": len(job_events),
+                },
+                "writes_per_pod": round(total / max(1, created_pods), 2),
+            }
+        )
+    return out
 
 
-def report(result: dict[str, Any], nodes: str, command: str) -> str:
-    lines = [
-        f"jobs operator (+ scheduler), {nodes}: `{command}`",
-        (
-            f"{result['jobs']:,} VCJobs, {result['pods']:,} pods: {result['completed']:,} "
-            f"Completed in {result['seconds']} s; peak RSS of the jobs operator "
-            f"{result['peak_rss_mb']} MB (target <= 300 MB)"
-        ),
-        "| API writes by the jobs operator | count |",
-        "|---|---|",
-    ]
-    lines += [f"| {what} | {n:,} |" for what, n in result["writes"].items()]
-    lines.append(f"| **per pod** | {result['writes_per_pod']} |")
+def report(results: list[dict[str, Any]], nodes: str, command: str) -> str:
+    lines = [f"jobs operator (+ scheduler), {nodes}: `{command}`"]
+    for result in results:
+        lines += [
+            "",
+            (
+                f"{result['operator']} ({result['source']}): {result['jobs']:,} VCJobs, {result['pods']:,} pods: "
+                f"{result['completed']:,} Completed in {result['seconds']} s; peak RSS of the "
+                f"jobs operator {result['peak_rss_mb']} MB (target <= 300 MB)"
+            ),
+            "| API writes by the jobs operator | count |",
+            "|---|---|",
+        ]
+        lines += [f"| {what} | {n:,} |" for what, n in result["writes"].items()]
+        lines.append(f"| **per pod** | {result['writes_per_pod']} |")
     return "\n".join(lines)
 
 
@@ -194,17 +254,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=1_000)
     parser.add_argument("--pods", type=int, default=10_000)
     parser.add_argument("--keep", action="store_true", help="leave the started cluster running")
+    parser.add_argument(
+        "--baseline",
+        metavar="DIR",
+        help="also run the jobs operator of this source tree (e.g. `git archive REV | tar -x -C "
+        "DIR`) beside this tree's, on the same jobs in a namespace of its own, in the same run",
+    )
     args = parser.parse_args(argv)
+    sides = [Side("change", NAMESPACE)]
+    if args.baseline:
+        sides.append(Side("baseline", f"{NAMESPACE}-baseline", args.baseline))
     logs = pathlib.Path(tempfile.mkdtemp(prefix="sluice-bench-jobs-"))
     with bench_cluster(args.kubeconfig, args.profile, logs, args.keep, args.nodes) as (
         path,
         nodes,
         _,
     ):
-        result = asyncio.run(bench(path, args.jobs, args.pods, logs))
+        for side in sides:
+            (logs / side.label).mkdir(parents=True, exist_ok=True)
+        results = asyncio.run(bench(path, args.jobs, args.pods, logs, sides))
     command = "python -m bench.jobs " + " ".join(argv if argv is not None else sys.argv[1:])
     print()
-    print(report(result, nodes, command.strip()))
+    print(report(results, nodes, command.strip()))
     print(f"\nlogs: {logs}")
     return 0
 

@@ -21,6 +21,7 @@ Defaults every Sluice kopf operator gets (see `kopf_settings`):
   that have change handlers (never on Pods or Nodes: operators watch those with `on.event` and
   `index`, which persist nothing);
 - log records become Kubernetes Events only from WARNING up (operators post their own Events);
+- listings are paged (`LIST_CHUNK` objects a page), so re-listing 10,000 pods is no memory spike;
 - the API connection from the same kubeconfig resolution as the scheduler
   (`operators.runtime.kubeconfig.load`), and a `KubeClient` on it for the operator's own writes.
 """
@@ -45,6 +46,8 @@ from operators.runtime.settings import parse_settings
 log = logging.getLogger(__name__)
 
 STOP_GRACE_SECONDS = 10.0
+LIST_CHUNK = 500
+"""Objects per page when kopf lists a kind (`settings.watching.chunk_size`)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -144,6 +147,9 @@ def kopf_settings(operator: KopfOperator, settings: KopfSettings) -> kopf.Operat
     ks.posting.level = logging.getLevelNamesMapping().get(settings.event_level.upper(), 30)
     ks.networking.request_timeout = settings.request_timeout_seconds
     ks.watching.server_timeout = settings.watch_timeout_seconds
+    # Listings (at start and after every expired watch) in pages: kopf otherwise holds every
+    # object of the kind at once, ~10 KB of parsed JSON per pod, as a spike per re-list.
+    ks.watching.chunk_size = LIST_CHUNK
     ks.watching.client_timeout = settings.watch_timeout_seconds + 30
     operator.configure(ks)
     return ks
