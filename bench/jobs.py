@@ -116,6 +116,7 @@ async def start(
     name: str, path: str, logs: pathlib.Path, *extra: str, source: str | None = None
 ) -> Any:
     out = (logs / f"{name}.log").open("wb")
+    # `-m` puts the working directory first on sys.path: a baseline runs from its own tree.
     env = {**os.environ, "PYTHONPATH": source} if source else None
     return await asyncio.create_subprocess_exec(
         sys.executable,
@@ -127,6 +128,7 @@ async def start(
         stdout=out,
         stderr=asyncio.subprocess.STDOUT,
         env=env,
+        cwd=source,
     )
 
 

@@ -22,7 +22,6 @@ import pytest
 from kubernetes import client
 
 from operators.api import labels as L
-from operators.api.quantity import to_milli
 from operators.api.scheduling import PodGroup, Queue
 from operators.devcluster import waiting
 from operators.devcluster.processes import free_port
@@ -138,56 +137,6 @@ def samples(
     wait_for(
         lambda: set(pool_labels(core).values()) == {"default"}, "nodes back in default", operators
     )
-
-
-def test_a_half_bound_gang_whose_bound_pods_finished_still_completes(
-    core: client.CoreV1Api, custom: client.CustomObjectsApi, namespace: str, operators: Operators
-) -> None:
-    """What a scheduler that lost its lease between the Binding POSTs of a 4-pod gang leaves
-    behind: two members bound (here bound at creation), which run and succeed while the other
-    two wait, pinned to the same node and only fitting once the first two are gone. The podgroup
-    operator counts the two (`status.succeeded`) and the scheduler places the other two as the
-    rest of the gang; without that count, two pods of a minMember-4 gang would wait forever
-    (tests/unit/runtime/test_half_bound.py has the control). Runs before the samples fixture
-    splits the nodes into pools, so the group's `default` pool has them all."""
-    busy = {p.spec.node_name for p in core.list_pod_for_all_namespaces().items}
-    node = next(n for n in core.list_node().items if n.metadata.name not in busy)
-    half = to_milli(node.status.allocatable["cpu"]) * 45 // 100  # two fit, three do not
-    custom.create_namespaced_custom_object(
-        GROUP,
-        VERSION,
-        namespace,
-        PodGroup.plural,
-        {
-            "apiVersion": f"{GROUP}/{VERSION}",
-            "kind": "PodGroup",
-            "metadata": {"name": "hb"},
-            "spec": {"minMember": 4},
-        },
-    )
-
-    def member(i: int, placement: dict[str, Any]) -> dict[str, Any]:
-        body = pod(f"hb-{i}", 0, {L.POD_GROUP: "hb", "sluice.dev/complete-after": "1s"}, {})
-        body["spec"].update(placement, restartPolicy="Never")
-        body["spec"]["containers"][0]["resources"] = {"requests": {"cpu": f"{half}m"}}
-        return body
-
-    for i in (0, 1):  # bound by the scheduler that lost its lease
-        core.create_namespaced_pod(namespace, member(i, {"nodeName": node.metadata.name}))
-    pinned = {"nodeSelector": {"kubernetes.io/hostname": node.metadata.name}}
-    for i in (2, 3):
-        core.create_namespaced_pod(namespace, member(i, pinned))
-
-    def phases() -> list[str]:
-        return [str(p.status.phase) for p in core.list_namespaced_pod(namespace).items]
-
-    def group_status() -> dict[str, Any]:
-        obj = custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PodGroup.plural, "hb")
-        return dict(obj.get("status") or {})
-
-    wait_for(lambda: phases() == ["Succeeded"] * 4, "the whole gang to succeed", operators)
-    wait_for(lambda: group_status().get("phase") == "Completed", "group Completed", operators)
-    assert group_status()["succeeded"] == 4
 
 
 def test_node_labels_move_nodes_between_pools(
