@@ -5,6 +5,9 @@ it turns Privileged and its victims WillEvict with a deadline, visible in the jo
 conditions, `status.preemption` and Events. Nobody else takes the victims meanwhile; if the
 preemptor goes away or room frees up first, both revert; otherwise the victims are evicted whole at
 the deadline. The marks live in the API, so an operator restart in the middle changes nothing.
+
+Also here, as the other story of what a scheduler leaves behind: a gang half bound by a scheduler
+that lost its lease, whose bound pods finished meanwhile, still completes.
 """
 
 from __future__ import annotations
@@ -18,6 +21,9 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from operators.api import labels as L
+from operators.api.quantity import to_milli
+from operators.api.scheduling import PodGroup
 from operators.devcluster.cluster import DevCluster
 
 from .stage import Job, Stage, Team, staged, stays, vcjob
@@ -171,3 +177,75 @@ def test_cancelling_the_preemptor_or_room_freeing_up_reverts_both(
     assert not research.events("ending", "DelayedPreemptionDue")
     stage.wait("waiter's mark cleared", lambda: not mark(research, "waiter"))
     stays(stage, "steady is never evicted", lambda: research.uids("steady") == steady, 2)
+
+
+def test_a_half_bound_gang_whose_bound_pods_finished_still_completes(
+    stage: Stage, namespace: str
+) -> None:
+    """What a scheduler that lost its lease between the Binding POSTs of a 4-pod gang leaves
+    behind: two members bound (here bound at creation), which run and succeed while the other
+    two wait, pinned to the same node of `default` and only fitting once the first two are gone.
+    The podgroup operator counts the two (`status.succeeded`) and the scheduler places the other
+    two as the rest of the gang; without that count, two pods of a minMember-4 gang would wait
+    forever (tests/unit/runtime/test_half_bound.py has the control)."""
+    core, custom = stage.core, stage.custom
+    busy = {p.spec.node_name for p in core.list_pod_for_all_namespaces().items}
+    node = next(
+        n
+        for n in core.list_node().items
+        if (n.metadata.labels or {}).get(L.POOL, L.DEFAULT_POOL) == L.DEFAULT_POOL
+        and n.metadata.name not in busy
+    )
+    half = to_milli(node.status.allocatable["cpu"]) * 45 // 100  # two fit, three do not
+    group = {
+        "apiVersion": PodGroup.api_version_str(),
+        "kind": "PodGroup",
+        "metadata": {"name": "hb"},
+    }
+    custom.create_namespaced_custom_object(
+        PodGroup.group,
+        PodGroup.version,
+        namespace,
+        PodGroup.plural,
+        {**group, "spec": {"minMember": 4}},
+    )
+
+    def member(i: int, placement: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": f"hb-{i}",
+                "annotations": {L.POD_GROUP: "hb", "sluice.dev/complete-after": "1s"},
+            },
+            "spec": {
+                **placement,
+                "schedulerName": L.SCHEDULER_NAME,
+                "restartPolicy": "Never",
+                "terminationGracePeriodSeconds": 0,
+                "containers": [
+                    {"name": "c", "image": "fake", "resources": {"requests": {"cpu": f"{half}m"}}}
+                ],
+            },
+        }
+
+    for i in (0, 1):  # bound by the scheduler that lost its lease
+        core.create_namespaced_pod(namespace, member(i, {"nodeName": node.metadata.name}))
+    pinned = {"nodeSelector": {"kubernetes.io/hostname": node.metadata.name}}
+    for i in (2, 3):
+        core.create_namespaced_pod(namespace, member(i, pinned))
+
+    def group_status() -> dict[str, Any]:
+        obj = custom.get_namespaced_custom_object(
+            PodGroup.group, PodGroup.version, namespace, PodGroup.plural, "hb"
+        )
+        return dict(obj.get("status") or {})
+
+    stage.wait(
+        "the whole gang to succeed",
+        lambda: (
+            [p.status.phase for p in core.list_namespaced_pod(namespace).items] == ["Succeeded"] * 4
+        ),
+    )
+    stage.wait("the group Completed", lambda: group_status().get("phase") == "Completed")
+    assert group_status()["succeeded"] == 4
