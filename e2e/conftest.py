@@ -52,15 +52,17 @@ class Kubectl(Protocol):
 # Only the order depends on this list; a module missing from it runs after these, in file order.
 LONGEST_FIRST = (
     "test_scheduler",
-    "test_pool_borrowing",
-    "test_jobs",
-    "test_preemption",
-    "test_admin_operators",
-    "test_delayed_preemption",
     "test_events",
-    "test_install_manifests",
-    "test_queue_reclaim",
+    "test_jobs",
     "test_byo_cluster",
+    "test_pool_borrowing",
+    "test_delayed_preemption",
+    "test_install_manifests",
+    "test_preemption",
+    "test_bench_smoke",
+    "test_queue_reclaim",
+    "test_admin_operators",
+    "test_volcano_migration",
 )
 
 

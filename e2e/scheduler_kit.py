@@ -76,8 +76,9 @@ class Scheduler:
         except OSError:
             return 0, ""
 
-    def wait_ready(self, timeout: float = 90) -> None:
-        # A hang detector, not a speed check: a loaded 2-core machine needs ~30 s to import.
+    def wait_ready(self, timeout: float = 300) -> None:
+        # A hang detector, not a speed check: a 2-core machine at load 30 took over 90 s to
+        # import (as long as the operators' start-up waits in stage.py and test_jobs.py).
         wait_for(lambda: self.get("/readyz")[0] == 200, timeout, "scheduler /readyz", self)
 
     def metric(self, name: str, missing: float | None = None) -> float:
