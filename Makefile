@@ -58,10 +58,11 @@ unit:  ## Fast unit and property tests (no cluster)
 	$(BIN)/pytest tests -q
 
 .PHONY: e2e
-# Two pytest-xdist workers, each with a control plane of its own, one whole module at a time (a
-# module's operators and stage stay in one worker). E2E_WORKERS=0 runs serially; against your own
-# cluster (BYO=1) the suite always runs serially: the modules would share that one cluster.
-E2E_WORKERS ?= 2
+# E2E_WORKERS=2: two pytest-xdist workers, each with a control plane of its own, one whole module
+# at a time (a module's operators and stage stay in one worker). Serial (0) by default until a
+# parallel run has been green on a quiet machine. Against your own cluster (BYO=1) the suite
+# always runs serially: the modules would share that one cluster.
+E2E_WORKERS ?= 0
 E2E_PARALLEL := $(if $(filter 1 true yes,$(BYO)),,$(if $(filter-out 0,$(E2E_WORKERS)),-n $(E2E_WORKERS) --dist loadfile --no-loadscope-reorder,))
 e2e:  ## End-to-end tests against a real local control plane (started by the tests) [BYO=1, E2E_WORKERS=2]
 	$(BYO_ENV) $(BIN)/pytest e2e -q -m "not soak" $(E2E_PARALLEL)
