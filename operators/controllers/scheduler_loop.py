@@ -58,6 +58,10 @@ class SchedulerOperator:
         self._stopping = asyncio.Event()
         self._half_bound_since: dict[str, float] = {}
         self._below_minimum_since: dict[str, float] = {}  # stale-gang candidates (uid -> since)
+        # Stale gangs a session has already seen past their grace (uid -> when to look again):
+        # an eviction refused (a budget) or still in flight leaves the gang below its minimum,
+        # and without this its passed deadline would start a session every 50 ms.
+        self._stale_retry_at: dict[str, float] = {}
         self._last_result: SessionResult | None = None
         # Cache changes seen (any kind), and their count when the last session took its
         # snapshot: the safety tick skips a session over an unchanged cache.
@@ -277,7 +281,7 @@ class SchedulerOperator:
             wait = min(wait, max(0.0, since + self.settings.half_bound_grace_seconds - now) + 0.05)
         if self.cache.assumed:
             wait = min(wait, self.settings.assume_ttl_seconds)
-        for at in self._stale_deadlines():
+        for _, at in self._stale_deadlines():
             wait = min(wait, max(0.0, at - now) + 0.05)
         if self._backoff is not None:  # a group whose binding was rejected is due again
             for rejection in self._backoff.current(self.cache.has_group).values():
@@ -285,14 +289,14 @@ class SchedulerOperator:
                     wait = min(wait, rejection.retry_at - now + 0.05)
         return wait
 
-    def _stale_deadlines(self) -> Iterator[float]:
+    def _stale_deadlines(self) -> Iterator[tuple[str, float]]:
         """When each gang running below its minimum becomes stale (groups without a grace
-        period never do)."""
+        period never do), or, once a session has tried it, when it is due for another try."""
         for uid, since in self._below_minimum_since.items():
             rec = self.cache.group_record(uid)
             grace = stale.grace_of(rec.group, STALE_GANG_GRACE) if rec is not None else None
             if grace is not None:
-                yield since + grace
+                yield uid, max(since + grace, self._stale_retry_at.get(uid, 0.0))
 
     async def _loop(self, applier: DecisionApplier, status: StatusWriter) -> None:
         while True:
@@ -342,7 +346,7 @@ class SchedulerOperator:
         session every tick)."""
         if self._half_bound_since or self.cache.preemption_deadlines():
             return True
-        if any(at <= now for at in self._stale_deadlines()):
+        if any(at <= now for _, at in self._stale_deadlines()):
             return True
         if self._backoff is not None and self._backoff.current(self.cache.has_group):
             return True
@@ -371,6 +375,12 @@ class SchedulerOperator:
         rejections = applier.backoff.current(self.cache.has_group)
         self._changes_at_session = self._changes
         below = self._track_below_minimum(applier, now)
+        # This session's core sees these gangs past their grace and evicts what it can; if the
+        # gang is still below its minimum afterwards, the next timed try waits a safety tick
+        # (an event - a pod gone, a budget changed - still starts a session at once).
+        for uid, at in list(self._stale_deadlines()):
+            if at <= now:
+                self._stale_retry_at[uid] = now + self.settings.safety_tick_seconds
         snap = self.cache.snapshot(now, status.implicit_marks, rejections, below)
         t1 = time.perf_counter()
         # The snapshot is immutable, so the session can run off the event loop while watches
@@ -478,6 +488,7 @@ class SchedulerOperator:
             if 0 < sum(1 for m in members if m.node_name and not m.deleting) < grp.min_member:
                 seen[rec.uid] = self._below_minimum_since.get(rec.uid, now)
         self._below_minimum_since = seen
+        self._stale_retry_at = {u: t for u, t in self._stale_retry_at.items() if u in seen}
         return seen
 
     async def _repair_half_bound(

@@ -4,6 +4,7 @@ check would decide nothing, and a session every safety tick over a full cluster 
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from .factories import node, pod, podgroup
@@ -42,3 +43,19 @@ def test_a_gang_that_is_never_stale_wakes_nothing() -> None:
     for loop in (below_minimum(-1.0), below_minimum(None, owned=True)):
         assert not loop.op._timed_session_due(SINCE + 10_000.0)
         assert loop.op._next_deadline(SINCE) == loop.op.settings.safety_tick_seconds
+
+
+async def test_a_stale_gang_still_below_its_minimum_after_a_session_waits_a_safety_tick() -> None:
+    # The eviction the core decides is POSTed but changes nothing here (as when a budget
+    # refuses it, or before the pod's deletion is watched): the gang stays below its minimum.
+    # The loop must not take its passed deadline for a reason to run a session every 50 ms.
+    loop = below_minimum(30.0)
+    loop.op._below_minimum_since = {uid: time.time() - 31.0 for uid in loop.op._below_minimum_since}
+    await loop.op.cycle(loop.applier, loop.status)
+    await loop.applier.drain()
+    assert any(path.endswith("/g-0/eviction") for _, path in loop.api.writes)
+    assert loop.op._below_minimum_since  # still tracked: nothing it could evict took effect
+    now, tick = time.time(), loop.op.settings.safety_tick_seconds
+    assert not loop.op._timed_session_due(now + 1.0)
+    assert loop.op._next_deadline(now) > tick - 1.0
+    assert loop.op._timed_session_due(now + tick)  # and then it is tried again
