@@ -22,7 +22,7 @@ from typing import Any
 
 from operators.api import labels as L
 from operators.runtime import records as R
-from operators.runtime.binder import BindBackoff, Binder, BindRequest, GangOutcome
+from operators.runtime.binder import NO_ROOM, BindBackoff, Binder, BindRequest, GangOutcome
 from operators.runtime.cache import SchedulerCache
 from operators.runtime.client import ApiError, KubeClient
 from operators.runtime.events import EventRecorder, RecentKeys
@@ -276,6 +276,16 @@ class DecisionApplier:
             self.metrics.attempts.labels(result="error").inc()
             if outcome.rolled_back:
                 self.metrics.gang_rollbacks.inc()
+            if all(reason.startswith(NO_ROOM) for _, reason in outcome.failed):
+                # Lost a race for the room to another scheduler: nothing is wrong with the
+                # group, so no backoff and no Event; forgetting its assumptions already asked
+                # for a session, which places it again from the cache as it is now.
+                log.info(
+                    "%s: room taken before binding (%s); placing it again",
+                    self.describe(group_uid),
+                    outcome.failed[0][1],
+                )
+                return
             now = time.time()
             rejection = self.backoff.rejected(group_uid, now, outcome.failed[0][1])
             retry = f"retried as a whole in {rejection.retry_at - now:.0f} s"

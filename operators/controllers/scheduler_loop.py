@@ -148,7 +148,13 @@ class SchedulerOperator:
         applier = DecisionApplier(
             client,
             self.cache,
-            Binder(client, evictor, sem, may_send=self.leading),
+            Binder(
+                client,
+                evictor,
+                sem,
+                may_send=self.leading,
+                recheck=lambda req: self.cache.room_conflict(req.uid),
+            ),
             evictor,
             events,
             self.metrics,

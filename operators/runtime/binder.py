@@ -67,6 +67,8 @@ class GangOutcome:
 
 
 NOT_LEADER = "not the leader"
+NO_ROOM = "NoRoom"
+"""Reason prefix of a binding withdrawn before its POST: the room was taken meanwhile."""
 
 
 def binding_body(req: BindRequest) -> dict[str, object]:
@@ -137,8 +139,13 @@ class Binder:
         attempts: int = 4,
         retry_backoff: float = 0.1,
         may_send: Callable[[], bool] | None = None,
+        recheck: Callable[[BindRequest], str | None] | None = None,
     ) -> None:
         self.client = client
+        # Asked right before each POST, once a connection slot is ours: does the room the
+        # session chose still fit, now that the watch may show pods other schedulers bound
+        # meanwhile? A reason withdraws the binding (no POST) and fails its gang.
+        self.recheck = recheck
         # Asked before every attempt, once a connection slot is ours: a leader that lost its
         # lease while a gang waited for slots or backed off after a 5xx sends nothing more.
         self.may_send: Callable[[], bool] = may_send or (lambda: True)
@@ -161,6 +168,9 @@ class Binder:
             async with self._sem:
                 if not self.may_send():
                     return BindAnswer(NOT_LEADER, uncertain=maybe_bound)
+                taken = self.recheck(req) if self.recheck is not None else None
+                if taken is not None:
+                    return BindAnswer(f"{NO_ROOM} ({taken})", uncertain=maybe_bound)
                 try:
                     await self.client.post(path, binding_body(req))
                     return BindAnswer()

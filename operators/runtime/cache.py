@@ -65,6 +65,7 @@ class SchedulerCache:
         self.priority_classes: dict[str, int] = {}
         self.budgets: dict[Key, R.BudgetRecord] = {}
         self.assumed: dict[str, Assumption] = {}
+        self._assumed_on_node: defaultdict[str, set[str]] = defaultdict(set)  # node -> pod uids
 
         self._pod_uid_by_key: dict[Key, str] = {}
         self._pods_on_node: defaultdict[str, set[str]] = defaultdict(set)
@@ -147,7 +148,7 @@ class SchedulerCache:
         if new is None:
             if old is not None:
                 self._arrival.pop(R.implicit_group_uid(old.uid), None)
-                self.assumed.pop(old.uid, None)
+                self._drop_assumption(old.uid)
                 self._own_nomination.pop(old.uid, None)
                 if old.holds_resources or self._managed(old):
                     self._schedule("pod-gone")
@@ -157,7 +158,7 @@ class SchedulerCache:
         self._index_pod(new)
         assumption = self.assumed.get(new.uid)
         if assumption is not None and new.node_name:
-            del self.assumed[new.uid]  # confirmed by the watch
+            self._drop_assumption(new.uid)  # confirmed by the watch
             self._rebuild_pod(new)
             self._notify("status")
             return
@@ -452,9 +453,63 @@ class SchedulerCache:
         rec = self.pods.get(pod_uid)
         if rec is None or rec.node_name:
             return False
+        self._drop_assumption(pod_uid)
         self.assumed[pod_uid] = Assumption(node=node, gpu_ids=gpu_ids, since=now)
+        self._assumed_on_node[node].add(pod_uid)
         self._rebuild_pod(rec)
         return True
+
+    def _drop_assumption(self, pod_uid: str) -> Assumption | None:
+        assumption = self.assumed.pop(pod_uid, None)
+        if assumption is not None:
+            on_node = self._assumed_on_node.get(assumption.node)
+            if on_node is not None:
+                on_node.discard(pod_uid)
+                if not on_node:
+                    del self._assumed_on_node[assumption.node]
+        return assumption
+
+    def room_conflict(self, pod_uid: str) -> str | None:
+        """Does the pod's assumed binding still fit its node, as the cache sees it now?
+
+        Asked just before its Binding is posted: the session chose the room from a snapshot,
+        and pods another scheduler bound meanwhile (they appear through the pod watch) may have
+        taken it. Counts every pod holding room on the node (ours bound or assumed, foreign,
+        terminating) plus this one against allocatable, and the cards it is given against the
+        cards others hold (fractional shares add up per card). None when it still fits, else
+        why not.
+        """
+        mine = self.assumed.get(pod_uid)
+        rec = self.pods.get(pod_uid)
+        if mine is None or rec is None:
+            return None
+        node = self.nodes.get(mine.node)
+        if node is None:
+            return f"node {mine.node} is gone"
+        used: dict[str, int] = dict(rec.requests)
+        cards: dict[int, int] = {}
+        others: list[tuple[R.PodRecord, tuple[int, ...]]] = []
+        for uid in self._pods_on_node.get(mine.node, ()):
+            other = self.pods.get(uid)
+            if uid != pod_uid and other is not None and other.holds_resources:
+                others.append((other, other.gpu_ids))
+        for uid in self._assumed_on_node.get(mine.node, ()):
+            other = self.pods.get(uid)
+            if uid != pod_uid and other is not None and not other.node_name:
+                others.append((other, self.assumed[uid].gpu_ids))
+        for other, gpu_ids in others:
+            for res, amount in other.requests.items():
+                used[res] = used.get(res, 0) + amount
+            for card in gpu_ids:
+                cards[card] = cards.get(card, 0) + (other.gpu_milli or S.GPU_MILLI_PER_CARD)
+        for res, amount in sorted(used.items()):
+            if amount > node.allocatable.get(res, 0) and rec.requests.get(res, 0) > 0:
+                return f"{res} on {mine.node}: {amount} requested of {node.allocatable.get(res, 0)}"
+        share = rec.gpu_milli or S.GPU_MILLI_PER_CARD
+        for card in mine.gpu_ids:
+            if cards.get(card, 0) + share > S.GPU_MILLI_PER_CARD:
+                return f"GPU {card} on {mine.node} is held by another pod"
+        return None
 
     def finish_binding(self, pod_uid: str, now: float) -> None:
         assumption = self.assumed.get(pod_uid)
@@ -463,7 +518,7 @@ class SchedulerCache:
             assumption.since = now
 
     def forget(self, pod_uid: str) -> None:
-        if self.assumed.pop(pod_uid, None) is None:
+        if self._drop_assumption(pod_uid) is None:
             return
         rec = self.pods.get(pod_uid)
         if rec is not None:

@@ -1,0 +1,123 @@
+"""The room a session chose is checked again against the cache just before each Binding POST:
+a pod another scheduler bound meanwhile (seen through the pod watch) makes the binding be
+withdrawn (no POST), its room released and the group placed again, without a backoff."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from operators.controllers.scheduler_apply import DecisionApplier
+from operators.runtime.binder import NO_ROOM, Binder
+from operators.runtime.evictor import Evictor
+from operators.runtime.metrics import SchedulerMetrics
+from operators.scheduler.session import SessionResult
+
+from .factories import node, pod
+from .test_apply import bind, gang
+from .test_binding_backoff import RecordedEvents
+from .test_binding_failures import FlakyApi
+from .test_cache import Harness
+
+
+def foreign(name: str, node_name: str, *, cpu: str = "1", gpu_ids: str = "") -> dict[str, Any]:
+    annotations = {"scheduling.sluice.dev/gpu-ids": gpu_ids} if gpu_ids else {}
+    return pod(
+        name,
+        scheduler="default-scheduler",
+        cpu=cpu,
+        gpu=len(gpu_ids.split(",")) if gpu_ids else 0,
+        node=node_name,
+        phase="Running",
+        annotations=annotations,
+    )
+
+
+def test_room_still_free_passes() -> None:
+    h = Harness()
+    h.node(node("n1", cpu="8"))
+    h.pod(pod("mine", cpu="4"))
+    h.pod(foreign("other", "n1", cpu="4"))
+    h.cache.assume("uid-mine", "n1", (), now=0.0)
+    assert h.cache.room_conflict("uid-mine") is None
+
+
+def test_cpu_taken_by_another_scheduler_after_the_session() -> None:
+    h = Harness()
+    h.node(node("n1", cpu="8"))
+    h.pod(pod("mine", cpu="4"))
+    h.cache.assume("uid-mine", "n1", (), now=0.0)
+    h.pod(foreign("late", "n1", cpu="5"))  # bound by kube-scheduler after the snapshot
+    assert h.cache.room_conflict("uid-mine") == "cpu on n1: 9000 requested of 8000"
+
+
+def test_our_own_other_assumptions_on_the_node_count_too() -> None:
+    h = Harness()
+    h.node(node("n1", cpu="8"))
+    for name in ("a", "b"):
+        h.pod(pod(name, cpu="4"))
+        h.cache.assume(f"uid-{name}", "n1", (), now=0.0)
+    assert h.cache.room_conflict("uid-b") is None  # exactly full
+    h.pod(foreign("late", "n1", cpu="1"))
+    assert h.cache.room_conflict("uid-a") is not None
+    h.cache.forget("uid-b")  # its room released: the other fits again
+    assert h.cache.room_conflict("uid-a") is None
+
+
+def test_a_card_held_by_another_pod_conflicts_and_a_finished_one_does_not() -> None:
+    h = Harness()
+    h.node(node("n1", cpu="96", gpus=8))
+    h.pod(pod("mine", gpu=1))
+    h.cache.assume("uid-mine", "n1", (3,), now=0.0)
+    h.pod(foreign("other", "n1", gpu_ids="2"))
+    assert h.cache.room_conflict("uid-mine") is None  # another card
+    h.pod(foreign("thief", "n1", gpu_ids="3"))
+    assert h.cache.room_conflict("uid-mine") == "GPU 3 on n1 is held by another pod"
+    done = foreign("thief", "n1", gpu_ids="3")
+    done["status"]["phase"] = "Succeeded"
+    h.pod(done)
+    assert h.cache.room_conflict("uid-mine") is None
+
+
+def test_a_resource_the_pod_does_not_request_never_blocks_it() -> None:
+    h = Harness()
+    h.node(node("n1", cpu="4", gpus=8))
+    h.pod(foreign("hog", "n1", cpu="6"))  # the node is already over on CPU (not our doing)
+    h.pod(pod("mine", cpu="0", gpu=1))
+    h.cache.assume("uid-mine", "n1", (0,), now=0.0)
+    assert h.cache.room_conflict("uid-mine") is None
+
+
+async def test_a_gang_whose_room_was_taken_is_withdrawn_and_placed_again() -> None:
+    h = Harness()
+    h.node(node("n0", cpu="2"))
+    h.node(node("n1", cpu="2"))
+    gang(h, 2)
+    api = FlakyApi()
+    fake: Any = api
+    sem = asyncio.Semaphore(4)
+    binder = Binder(
+        fake,
+        Evictor(fake, sem),
+        sem,
+        retry_backoff=0.0,
+        recheck=lambda req: h.cache.room_conflict(req.uid),
+    )
+    events = RecordedEvents()
+    app = DecisionApplier(fake, h.cache, binder, Evictor(fake, sem), events, SchedulerMetrics())
+    binder.on_bound, binder.on_failed = app.on_bound, app.on_failed
+    async with sem:  # all connection slots busy: the gang's POSTs wait for one
+        app.apply(
+            SessionResult(decisions=(bind("g-0", "n0"), bind("g-1", "n1")), explanations={}), 1.0
+        )
+        await asyncio.sleep(0)
+        h.pod(foreign("late", "n1", cpu="2"))  # kube-scheduler fills n1 meanwhile
+        h.changes.clear()
+    await app.drain()
+    assert api.bindings("g-1") == 0  # never posted into the taken room
+    assert not h.cache.assumed  # the gang's room is released at once
+    assert "schedule" in h.changes  # and a session places it again
+    assert not app.backoff.current(h.cache.has_group)  # a lost race is no rejection
+    assert not events.posted
+    failures = app.metrics.bind_failures.labels(reason=NO_ROOM)
+    assert failures._value.get() >= 1
