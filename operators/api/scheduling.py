@@ -423,6 +423,39 @@ VOLCANO_GUARANTEE = (
 )
 
 
+class TimeBasedFairShare(SluiceModel):
+    """On a parent queue: its children split the over-quota part of its share by weight
+    corrected by their past GPU usage (docs/scheduling.md "Time-based fair share")."""
+
+    k_value: float = Field(
+        default=1.0,
+        ge=0,
+        le=100,
+        description="Strength of the correction: effective weight share = max(0, w + k (w - u)) "
+        "with w the weight share and u the usage share among the competing children; 0 = off.",
+    )
+
+
+class UsageBucket(SluiceModel):
+    start: AwareDatetime
+    gpu_seconds: float = Field(ge=0)
+
+
+class QueueUsage(StatusModel):
+    """Past GPU usage of the queue's subtree, written by the scheduler (its one writer) at most
+    every `--usage-write-seconds` and read back when it starts."""
+
+    gpu_seconds: float | None = Field(
+        default=None, ge=0, description="Decayed GPU-seconds in the window at `updated`."
+    )
+    updated: AwareDatetime | None = None
+    buckets: list[UsageBucket] | None = Field(
+        default=None,
+        max_length=64,
+        description="GPU-seconds per slice of the window, oldest first.",
+    )
+
+
 class QueueSpec(SluiceModel):
     """Quota for a tenant: a node of the queue tree rooted at `root`."""
 
@@ -458,6 +491,11 @@ class QueueSpec(SluiceModel):
         ge=0,
         le=7 * 86400,
         description="Grace period before this queue's jobs are preempted (delayed preemption).",
+    )
+    time_based_fair_share: TimeBasedFairShare | None = Field(
+        default=None,
+        description="Correct how this queue's children split the over-quota part of its share "
+        "by their past GPU usage.",
     )
     deserved: RefusedObject = None
 
@@ -539,8 +577,8 @@ class QueueReason(StrEnum):
 
 
 class QueueStatus(StatusModel):
-    """Writers (docs/admin.md): the scheduler writes deserved, allocated, pending, inqueue and
-    running; the queue operator writes state, observedGeneration and conditions."""
+    """Writers (docs/admin.md): the scheduler writes deserved, allocated, pending, inqueue,
+    running and usage; the queue operator writes state, observedGeneration and conditions."""
 
     state: QueueState | None = Field(
         default=None, description="Open, Closing (closed, work still running) or Closed."
@@ -552,6 +590,7 @@ class QueueStatus(StatusModel):
     pending: Count | None = Field(default=None, description="PodGroups Pending.")
     inqueue: Count | None = Field(default=None, description="PodGroups Inqueue.")
     running: Count | None = Field(default=None, description="PodGroups Running.")
+    usage: QueueUsage | None = None
     observed_generation: int | None = None
     conditions: Conditions | None = None
     event_log: EventLog | None = Field(

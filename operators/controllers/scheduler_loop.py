@@ -31,10 +31,12 @@ from operators.runtime.informer import Informer, WatchedKind
 from operators.runtime.leader import LeaderElector, LeaseConfig
 from operators.runtime.metrics import SchedulerMetrics
 from operators.runtime.settings import SchedulerSettings
+from operators.runtime.usage import UsageBook, held_gpus
 from operators.scheduler import SessionConfig, SessionResult, run_session
 from operators.scheduler import decisions as D
 from operators.scheduler import snapshot as S
 from operators.scheduler.actions import stale
+from operators.scheduler.usage import UsageParams
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +64,11 @@ class SchedulerOperator:
         # an eviction refused (a budget) or still in flight leaves the gang below its minimum,
         # and without this its passed deadline would start a session every 50 ms.
         self._stale_retry_at: dict[str, float] = {}
+        s = self.settings
+        self.usage = UsageBook(
+            UsageParams(s.usage_half_life_seconds, s.usage_window_seconds),
+            s.usage_write_seconds,
+        )
         self._last_result: SessionResult | None = None
         # Cache changes seen (any kind), and their count when the last session took its
         # snapshot: the safety tick skips a session over an unchanged cache.
@@ -387,7 +394,8 @@ class SchedulerOperator:
         for uid, at in list(self._stale_deadlines()):
             if at <= now:
                 self._stale_retry_at[uid] = now + self.settings.safety_tick_seconds
-        snap = self.cache.snapshot(now, status.implicit_marks, rejections, below)
+        usage = self.usage.advance(now, self.cache.queues) if self.usage.enabled else None
+        snap = self.cache.snapshot(now, status.implicit_marks, rejections, below, usage)
         t1 = time.perf_counter()
         # The snapshot is immutable, so the session can run off the event loop while watches
         # and in-flight bindings keep being served; and each gang the session commits (binds
@@ -425,6 +433,9 @@ class SchedulerOperator:
         written = status.write_groups(result, now, R.rfc3339(now))
         self._write_pod_reasons(applier, status, result, now)
         status.write_queues(result.queues)
+        if self.usage.enabled:
+            self.usage.hold(held_gpus({name: q.allocated for name, q in result.queues.items()}))
+            status.write_usage(self.usage.due(now), self.usage.written)
         status.write_pools(result.pools)
         t3 = time.perf_counter()
 

@@ -474,6 +474,22 @@ class StatusWriter:
             self._write_cluster_status(Queue, name, body, self._last_queue)
         _forget_missing(self._last_queue, self.cache.queues)
 
+    def write_usage(
+        self, bodies: Mapping[str, Mapping[str, Any]], written: Callable[[str, Any], None]
+    ) -> None:
+        """Queues' status.usage (UsageBook.due: already coalesced); ``written`` is told each
+        body the API took. A merge patch naming only `usage`, so the session's fields stay."""
+        for name, body in bodies.items():
+            key = f"{Queue.singular_name()}-usage/{name}"
+            if name not in self.cache.queues or key in self._in_flight:
+                continue
+            self._spawn(
+                key,
+                f"{Queue.api_path(name=name)}/status",
+                {"status": {"usage": dict(body)}},
+                functools.partial(written, name, body),
+            )
+
     def write_pools(self, pools: Mapping[str, PoolStatus]) -> None:
         for name, ps in pools.items():
             if name not in self.cache.pools:

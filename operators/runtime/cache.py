@@ -626,10 +626,12 @@ class SchedulerCache:
         implicit_marks: Mapping[str, S.PreemptionMark] | None = None,
         rejections: Mapping[str, Rejection] | None = None,
         below_minimum: Mapping[str, float] | None = None,
+        queue_usage: Mapping[str, float] | None = None,
     ) -> S.Snapshot:
         """``rejections``: groups whose Binding the API rejected (BindBackoff), with the time
         they may be placed again, on the core's clock (``now``). ``below_minimum``: running
-        groups seen below their minimum, since when (stale gangs)."""
+        groups seen below their minimum, since when (stale gangs). ``queue_usage``: each
+        queue's decayed GPU-seconds at ``now`` (time-based fair share, UsageBook)."""
         for name in self._dirty_nodes:
             if name in self.nodes:
                 self._built_nodes[name] = self._foreign(name)
@@ -677,7 +679,12 @@ class SchedulerCache:
         return S.Snapshot(
             now=now,
             nodes=tuple(self._built_nodes.values()),
-            queues=tuple(self.queues.values()),
+            queues=tuple(
+                dataclasses.replace(q, usage=queue_usage[q.name]) if q.name in queue_usage else q
+                for q in self.queues.values()
+            )
+            if queue_usage
+            else tuple(self.queues.values()),
             pools=tuple(self.pools.values()),
             groups=tuple(groups),
             tasks=tasks,

@@ -623,7 +623,27 @@ def queue(obj: JsonDict) -> S.Queue:
         tenants=_tenants(spec.get("tenants")),
         preemption_delay=_delay(delay) or 0.0,
         closed_reason=invalid,
+        usage_k=_usage_k(spec.get("timeBasedFairShare")),
+        usage_buckets=usage_buckets(status.get("usage")),
     )
+
+
+def _usage_k(raw: object) -> float:
+    if not isinstance(raw, Mapping):
+        return 0.0
+    return max(_float(raw.get("kValue", 1.0), 0.0), 0.0)
+
+
+def usage_buckets(raw: object) -> tuple[tuple[float, float], ...]:
+    """status.usage.buckets as the scheduler wrote them: (start, GPU-seconds), oldest first."""
+    buckets = raw.get("buckets") if isinstance(raw, Mapping) else None
+    out: dict[float, float] = {}
+    for b in buckets if isinstance(buckets, list) else ():
+        if isinstance(b, Mapping):
+            start, value = timestamp(b.get("start")), _float(b.get("gpuSeconds"))
+            if start > 0 and value > 0:
+                out[start] = out.get(start, 0.0) + value
+    return tuple(sorted(out.items()))
 
 
 def _invalid(conditions: object) -> str:

@@ -49,6 +49,16 @@ class SchedulerSettings:
     assume_ttl_seconds: float = 60.0
     """An assumed binding not confirmed by the watch within this time is forgotten (safety net)."""
 
+    usage_half_life_seconds: float = 86_400.0
+    """Time-based fair share: a queue's past GPU usage counts half after this long (0: no decay)."""
+
+    usage_window_seconds: float = 7 * 86_400.0
+    """Time-based fair share: usage older than this is dropped (a sliding window of 7 buckets)."""
+
+    usage_write_seconds: float = 60.0
+    """Each Queue's `status.usage` is written at most this often, and only when it changed; 0
+    turns usage accounting off (parents' `timeBasedFairShare` then has nothing to correct by)."""
+
     leader_election: bool = True
     """Take a coordination.k8s.io Lease before scheduling; only the holder binds."""
 

@@ -15,7 +15,9 @@ Model (DESIGN.md "Queue"), per resource dimension independently:
   each child gets its guarantee (capped by what it requests), then the rest is shared in
   proportion to ``weight`` among children that still want more, each capped by
   ``min(request, capability)``, repeating until nothing is left or everyone is satisfied.
-  ``root`` deserves the whole cluster (capped by its own capability).
+  ``root`` deserves the whole cluster (capped by its own capability). With time-based fair
+  share on a parent (``usage_k``), the weights of that second step are corrected by the
+  children's past usage (operators/scheduler/usage.py); guarantees are not.
 
 Allocation may go above deserved (borrowing idle room) but never above capability, except that an
 overcommit queue admits overcommit-marked jobs beyond it. Reclaim takes back what is above
@@ -29,6 +31,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from operators.scheduler.snapshot import DEFAULT_QUEUE, ROOT_QUEUE, Queue, QueueState
+from operators.scheduler.usage import corrected_weights
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -93,6 +96,8 @@ class QueueTree:
         self.is_leaf = np.asarray([not kids for kids in self.children], dtype=np.bool_)
 
         self.weight = np.asarray([max(q.weight, 1e-9) for q in self.specs], dtype=np.float64)
+        self.usage = np.asarray([max(q.usage, 0.0) for q in self.specs], dtype=np.float64)
+        self.usage_k = [max(q.usage_k, 0.0) for q in self.specs]
         self.guarantee = np.stack([space.vector(q.guarantee) for q in self.specs])
         self.capability = np.stack([space.vector(q.capability, missing=np.inf) for q in self.specs])
         self.capability_eps = self.capability + _EPS
@@ -200,12 +205,12 @@ class QueueTree:
             if not kids:
                 continue
             idx = np.asarray(kids, dtype=np.int64)
-            self.deserved[idx] = water_fill(
-                self.deserved[p],
-                np.minimum(request[idx], self.capability[idx]),
-                self.guarantee[idx],
-                self.weight[idx],
-            )
+            caps = np.minimum(request[idx], self.capability[idx])
+            weight = self.weight[idx]
+            if self.usage_k[p] > 0:
+                competing = np.asarray((caps > self.guarantee[idx] + _EPS).any(axis=1))
+                weight = corrected_weights(weight, self.usage[idx], self.usage_k[p], competing)
+            self.deserved[idx] = water_fill(self.deserved[p], caps, self.guarantee[idx], weight)
 
     def share(self, queue: int) -> float:
         """Dominant allocated/deserved ratio: how far over (>1) or under its share a queue is."""

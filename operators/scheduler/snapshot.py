@@ -337,6 +337,14 @@ class Queue:
     # Why an otherwise Open queue admits nothing new (e.g. the queue operator found it invalid);
     # "" = nothing wrong. Shown in the waiting groups' explanation.
     closed_reason: str = ""
+    # Time-based fair share (operators/scheduler/usage.py): ``usage_k`` (spec, on a parent)
+    # corrects how its children split the over-quota part of its share by their ``usage``
+    # (decayed GPU-seconds as of ``Snapshot.now``, an input the runtime or simulator computes).
+    usage_k: float = 0.0
+    usage: float = 0.0
+    # The usage buckets last written to status.usage, read back by the runtime when it starts;
+    # never compared (our own status writes must not look like a change) and ignored by the core.
+    usage_buckets: tuple[tuple[float, float], ...] = field(default=(), compare=False, repr=False)
 
 
 # --------------------------------------------------------------------------------------------
