@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any
 
 from operators.api.scheduling import PodGroup, Pool, Queue, Topology
@@ -31,7 +31,7 @@ from operators.runtime.informer import Informer, WatchedKind
 from operators.runtime.leader import LeaderElector, LeaseConfig
 from operators.runtime.metrics import SchedulerMetrics
 from operators.runtime.settings import SchedulerSettings
-from operators.runtime.usage import UsageBook, held_gpus
+from operators.runtime.usage import UsageBook
 from operators.scheduler import SessionConfig, SessionResult, run_session
 from operators.scheduler import decisions as D
 from operators.scheduler import snapshot as S
@@ -46,7 +46,6 @@ LIVE_PODS = {"fieldSelector": "status.phase!=Succeeded,status.phase!=Failed"}
 # Phases of a gang that has not reached minMember yet: the only ones a half-bound repair touches.
 NEVER_RAN = frozenset({S.GroupPhase.PENDING, S.GroupPhase.INQUEUE})
 RAN = frozenset({S.GroupPhase.RUNNING, S.GroupPhase.UNKNOWN})
-STALE_GANG_GRACE = SessionConfig().stale_gang_grace  # the default the core applies
 
 
 class SchedulerOperator:
@@ -307,7 +306,8 @@ class SchedulerOperator:
         period never do), or, once a session has tried it, when it is due for another try."""
         for uid, since in self._below_minimum_since.items():
             rec = self.cache.group_record(uid)
-            grace = stale.grace_of(rec.group, STALE_GANG_GRACE) if rec is not None else None
+            default = self.settings.stale_gang_grace_seconds
+            grace = stale.grace_of(rec.group, default) if rec is not None else None
             if grace is not None:
                 yield uid, max(since + grace, self._stale_retry_at.get(uid, 0.0))
 
@@ -345,6 +345,14 @@ class SchedulerOperator:
                 # A pod naming a missing PodGroup starts no session; say why it waits anyway.
                 self._write_pod_reasons(applier, status, known, now)
                 self._export_triggers()
+
+    def session_config(self, on_bind: Callable[[tuple[D.Bind, ...]], None] | None) -> SessionConfig:
+        """The core's knobs that the scheduler's settings carry."""
+        return SessionConfig(
+            timer=time.perf_counter,
+            on_bind=on_bind,
+            stale_gang_grace=self.settings.stale_gang_grace_seconds,
+        )
 
     def _timed_session_due(self, now: float) -> bool:
         """Woken by no event (a deadline or the safety tick): is a session due?
@@ -415,7 +423,7 @@ class SchedulerOperator:
         def on_bind(binds: tuple[D.Bind, ...]) -> None:  # runs in the session's thread
             loop.call_soon_threadsafe(early, binds)
 
-        config = SessionConfig(timer=time.perf_counter, on_bind=on_bind)
+        config = self.session_config(on_bind)
         result = await asyncio.to_thread(run_session, snap, config)
         t2 = time.perf_counter()
         self._last_result = result
@@ -434,7 +442,7 @@ class SchedulerOperator:
         self._write_pod_reasons(applier, status, result, now)
         status.write_queues(result.queues)
         if self.usage.enabled:
-            self.usage.hold(held_gpus({name: q.allocated for name, q in result.queues.items()}))
+            self.usage.hold({name: q.allocated for name, q in result.queues.items()})
             status.write_usage(self.usage.due(now), self.usage.written)
         status.write_pools(result.pools)
         t3 = time.perf_counter()

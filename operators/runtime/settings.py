@@ -49,6 +49,10 @@ class SchedulerSettings:
     assume_ttl_seconds: float = 60.0
     """An assumed binding not confirmed by the watch within this time is forgotten (safety net)."""
 
+    stale_gang_grace_seconds: float = 60.0
+    """A running gang below its minimum this long is evicted whole (stale gang) unless its
+    PodGroup sets `staleGangGraceSeconds`; negative: never."""
+
     usage_half_life_seconds: float = 86_400.0
     """Time-based fair share: a queue's past GPU usage counts half after this long (0: no decay)."""
 

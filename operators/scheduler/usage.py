@@ -22,10 +22,14 @@ Only the split of what is left after guarantees uses ``effective``; guarantees n
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
+
+from operators.scheduler.resources import GPU_MILLI_KEY
+from operators.scheduler.snapshot import GPU
 
 Buckets = tuple[tuple[float, float], ...]
 """(bucket start, GPU-seconds), oldest first."""
@@ -72,6 +76,47 @@ def decayed(buckets: Buckets, now: float, p: UsageParams) -> float:
         age = max(now - end, 0.0)
         total += value * (0.5 ** (age / p.half_life) if p.half_life > 0 else 1.0)
     return total
+
+
+class UsageLedger:
+    """Each queue's buckets, accrued from what it held between two calls (times passed in).
+
+    Shared by the runtime (which persists the buckets in Queue status) and the simulator."""
+
+    def __init__(self, params: UsageParams) -> None:
+        self.params = params
+        self.buckets: dict[str, Buckets] = {}
+        self._held: dict[str, float] = {}
+        self._since: float | None = None
+
+    def advance(self, now: float, queues: Mapping[str, Buckets]) -> dict[str, float]:
+        """Accrue what each queue held since the last call; the decayed usage per queue.
+
+        ``queues``: the queues that exist, each with the buckets to start from when it is new
+        here (what its status holds); queues no longer given are forgotten."""
+        for name, seed in queues.items():
+            if name not in self.buckets:
+                self.buckets[name] = seed
+        for name in [n for n in self.buckets if n not in queues]:
+            del self.buckets[name]
+        if self._since is not None:
+            for name, gpus in self._held.items():
+                if name in self.buckets:
+                    self.buckets[name] = accrue(
+                        self.buckets[name], gpus, self._since, now, self.params
+                    )
+        self._since = now
+        return {name: decayed(b, now, self.params) for name, b in self.buckets.items()}
+
+    def hold(self, allocated: Mapping[str, Mapping[str, int]]) -> None:
+        """What each queue's subtree holds from now on: a session's ``QueueStatus.allocated``
+        (GPUs; fractional cards by their milli-GPU share)."""
+        self._held = {
+            name: (
+                per[GPU_MILLI_KEY] / 1000.0 if per.get(GPU_MILLI_KEY) else float(per.get(GPU, 0))
+            )
+            for name, per in allocated.items()
+        }
 
 
 def corrected_weights(

@@ -18,6 +18,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from operators.scheduler.session import SessionConfig
+from operators.scheduler.usage import UsageParams
 from operators.simulator import openb, quotas, replay
 from operators.simulator.policies import Policy, scorer
 from operators.traces import traces_dir
@@ -33,9 +34,14 @@ REFERENCE = {
 ALL_POLICIES = (*REFERENCE, OURS)
 LINGJUN_RESULTS = Path("docs/quality/lingjun-results.json")
 PHILLY_RESULTS = Path("docs/quality/philly-results.json")
-# Part C variants: name -> session config. Time-based fair share (issue #28 item 4) joins here
-# as "Sluice, fair share" once the core has it, for the on/off comparison of per-queue wait.
-PHILLY_VARIANTS: dict[str, SessionConfig] = {"Sluice": SessionConfig()}
+# Part C variants: the core's defaults, and the same with time-based fair share on the root
+# (kValue 1; usage over the replayed day: 6 h half-life, 24 one-hour slices) for the on/off
+# comparison of per-queue wait.
+PHILLY_USAGE = UsageParams(half_life=6 * 3600.0, window=quotas.DAY, buckets=24)
+PHILLY_VARIANTS: dict[str, quotas.Variant] = {
+    "Sluice": quotas.Variant(SessionConfig()),
+    "Sluice, fair share": quotas.Variant(SessionConfig(), fair_share_k=1.0, usage=PHILLY_USAGE),
+}
 
 
 def results_path() -> Path:

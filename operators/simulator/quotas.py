@@ -21,18 +21,19 @@ Per queue, from the replay:
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from operators.scheduler.snapshot import GPU, Queue
+from operators.scheduler.session import SessionConfig
+from operators.scheduler.snapshot import GPU, ROOT_QUEUE, Queue
+from operators.scheduler.usage import UsageLedger, UsageParams
 from operators.simulator import replay
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from operators.scheduler.session import SessionConfig
     from operators.scheduler.snapshot import Node
 
 
@@ -56,8 +57,21 @@ DAY = 86_400.0
 DEFAULT_WINDOW = (88 * DAY, 89 * DAY)  # one busy day of the trace (about 750 jobs)
 
 
-def queues(plan: Sequence[QueuePlan]) -> tuple[Queue, ...]:
-    return tuple(Queue(name=q.name, guarantee={GPU: q.guarantee}) for q in plan)
+@dataclass(frozen=True, slots=True)
+class Variant:
+    """How the queues are run: the session config and, with ``fair_share_k`` > 0, time-based
+    fair share on the root (usage accrued between sessions with ``usage``)."""
+
+    config: SessionConfig
+    fair_share_k: float = 0.0
+    usage: UsageParams = field(default_factory=UsageParams)
+
+
+def queues(plan: Sequence[QueuePlan], fair_share_k: float = 0.0) -> tuple[Queue, ...]:
+    teams = [Queue(name=q.name, guarantee={GPU: q.guarantee}) for q in plan]
+    if fair_share_k <= 0:
+        return tuple(teams)
+    return (Queue(ROOT_QUEUE, parent=None, reclaimable=False, usage_k=fair_share_k), *teams)
 
 
 def split(
@@ -136,8 +150,14 @@ def run(
     nodes: tuple[Node, ...],
     jobs: Sequence[replay.TraceJob],
     plan: Sequence[QueuePlan],
-    config: SessionConfig,
+    variant: Variant,
 ) -> tuple[list[QueueStats], replay.Replay]:
-    sim = replay.Replay(nodes, jobs, config, queues=queues(plan))
+    sim = replay.Replay(
+        nodes,
+        jobs,
+        variant.config,
+        queues=queues(plan, variant.fair_share_k),
+        usage=UsageLedger(variant.usage) if variant.fair_share_k > 0 else None,
+    )
     records = sim.run()
     return queue_stats(sim, records, plan), sim

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 
     from operators.scheduler.session import SessionConfig
     from operators.scheduler.snapshot import Queue
+    from operators.scheduler.usage import UsageLedger
 
 GPUS_PER_NODE = 8
 # Evicted pods leave at once here; the live scheduler's next cycle follows their deletion at
@@ -201,6 +202,9 @@ class Replay:
     shape: GroupShaper = as_is
     topology: Topology | None = CLOS
     queues: tuple[Queue, ...] = ()
+    # Time-based fair share: each queue's usage accrued between sessions, as the live scheduler
+    # does (its decayed total goes into every snapshot); None: no usage (plain weights).
+    usage: UsageLedger | None = None
     groups: dict[str, PodGroup] = field(default_factory=dict)
     tasks: dict[str, dict[str, Task]] = field(default_factory=dict)
     records: dict[str, JobRecord] = field(default_factory=dict)
@@ -282,16 +286,22 @@ class Replay:
         del self.tasks[uid]
 
     def _session(self, now: float) -> list[tuple[str, float]]:
+        queues = self.queues
+        if self.usage is not None:
+            usage = self.usage.advance(now, {q.name: () for q in queues})
+            queues = tuple(dataclasses.replace(q, usage=usage.get(q.name, 0.0)) for q in queues)
         snap = Snapshot(
             now=now,
             nodes=self.nodes,
-            queues=self.queues,
+            queues=queues,
             groups=tuple(self.groups.values()),
             tasks=tuple(t for tasks in self.tasks.values() for t in tasks.values()),
             topology=self.topology,
         )
         result = run_session(snap, self.config)
         self.sessions += 1
+        if self.usage is not None:
+            self.usage.hold({name: q.allocated for name, q in result.queues.items()})
         self._explanations = {uid: e.message for uid, e in result.explanations.items()}
         touched: set[str] = set()
         for d in result.decisions:

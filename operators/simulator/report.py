@@ -261,7 +261,7 @@ PHILLY_COLUMNS = (
 
 
 def write_philly(results: Mapping[str, Mapping[str, object]], docs: Path) -> None:
-    """One table per variant (the core's defaults; fair share on/off once it exists)."""
+    """One table per variant (the core's defaults, then with time-based fair share)."""
     parts = []
     for variant, entry in results.items():
         days = entry["window_days"]

@@ -117,3 +117,10 @@ def test_a_gang_whose_bound_members_finished_meanwhile_still_completes() -> None
 
     assert placed(succeeded=2) == {"uid-g-2", "uid-g-3"}
     assert placed(succeeded=0) == set()  # control: half a gang is not placed
+
+
+def test_the_cluster_wide_stale_gang_default_is_a_setting() -> None:
+    op = SchedulerOperator(SchedulerSettings(stale_gang_grace_seconds=5.0, metrics_port=0))
+    assert op.session_config(None).stale_gang_grace == 5.0
+    off = SchedulerOperator(SchedulerSettings(stale_gang_grace_seconds=-1.0, metrics_port=0))
+    assert off.session_config(None).stale_gang_grace == -1.0

@@ -8,6 +8,8 @@ from typing import Any
 
 from operators.runtime import records as R
 from operators.runtime.usage import UsageBook
+from operators.scheduler.resources import GPU_MILLI_KEY
+from operators.scheduler.snapshot import GPU
 from operators.scheduler.usage import UsageParams
 
 from .test_cache import Harness
@@ -31,7 +33,7 @@ def test_usage_survives_a_restart() -> None:
     first = book()
     queues = {"a": queue("a"), "b": queue("b")}
     first.advance(T0, queues)
-    first.hold({"a": 8.0, "b": 2.0})
+    first.hold({"a": {GPU: 8}, "b": {GPU: 2}})
     usage = first.advance(T0 + HOUR, queues)
     assert usage == {"a": 8 * HOUR, "b": 2 * HOUR}
     bodies = first.due(T0 + HOUR)
@@ -41,7 +43,7 @@ def test_usage_survives_a_restart() -> None:
     second = book()
     reread = {name: queue(name, bodies[name]) for name in ("a", "b")}
     assert second.advance(T0 + HOUR, reread) == usage
-    second.hold({"a": 0.0, "b": 4.0})
+    second.hold({"a": {}, "b": {GPU: 4}})
     assert second.advance(T0 + 2 * HOUR, reread) == {"a": 8 * HOUR, "b": 6 * HOUR}
 
 
@@ -49,7 +51,7 @@ def test_writes_are_coalesced_and_only_on_change() -> None:
     b = book(write_seconds=60.0)
     queues = {"a": queue("a"), "idle": queue("idle")}
     b.advance(T0, queues)
-    b.hold({"a": 1.0, "idle": 0.0})
+    b.hold({"a": {GPU: 1}, "idle": {}})
     b.advance(T0 + 10, queues)
     first = b.due(T0 + 10)
     assert set(first) == {"a"}  # idle has nothing new to say
@@ -66,7 +68,7 @@ def test_a_write_the_api_did_not_take_is_sent_again() -> None:
     b = book(write_seconds=60.0)
     queues = {"a": queue("a")}
     b.advance(T0, queues)
-    b.hold({"a": 1.0})
+    b.hold({"a": {GPU_MILLI_KEY: 500}})
     b.advance(T0 + 10, queues)
     assert set(b.due(T0 + 10)) == {"a"}  # never confirmed as written ...
     b.advance(T0 + 71, queues)

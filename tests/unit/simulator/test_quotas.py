@@ -20,7 +20,7 @@ def test_reclaim_gives_a_lender_its_guarantee_at_once() -> None:
         TraceJob("j1", 0.0, 8, 100.0, "a"),
         TraceJob("j2", 10.0, 8, 50.0, "b"),
     ]
-    stats, sim = quotas.run(replay.clos_nodes(1, 1, 2), jobs, PLAN, SessionConfig())
+    stats, sim = quotas.run(replay.clos_nodes(1, 1, 2), jobs, PLAN, quotas.Variant(SessionConfig()))
     a, b = stats
     assert (sim.records["j2"].start, sim.records["j2"].end) == (10.0, 60.0)
     assert (sim.records["j0"].start, sim.records["j0"].end) == (60.0, 160.0)
@@ -37,7 +37,7 @@ def test_a_borrowed_gang_is_not_split_so_the_lender_is_owed_its_guarantee() -> N
     # a's one 16-GPU gang borrows b's 8: evicting it would take a below its own guarantee,
     # so reclaim does not, and b's 8-GPU job waits until it ends (owed for 90 s).
     jobs = [TraceJob("j0", 0.0, 16, 100.0, "a"), TraceJob("j1", 10.0, 8, 50.0, "b")]
-    stats, sim = quotas.run(replay.clos_nodes(1, 1, 2), jobs, PLAN, SessionConfig())
+    stats, sim = quotas.run(replay.clos_nodes(1, 1, 2), jobs, PLAN, quotas.Variant(SessionConfig()))
     _, b = stats
     assert sim.records["j1"].start == 100.0
     assert b.owed_hours == pytest.approx(90 / 3600)
