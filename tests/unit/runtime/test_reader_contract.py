@@ -10,6 +10,7 @@ or an API field the reader ignores, fails here rather than silently in a live cl
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from types import MappingProxyType
@@ -268,6 +269,7 @@ def test_queue_every_field_arrives() -> None:
             A.Tenant(user="bob", priority=7),
         ],
         preemption_delay_seconds=120,
+        time_based_fair_share=A.TimeBasedFairShare(k_value=0.5),
     )
     every_field_set(spec)
     obj = A.Queue(metadata=ObjectMeta(name="vision"), spec=spec)
@@ -286,7 +288,31 @@ def test_queue_every_field_arrives() -> None:
             S.Tenant(name="bob", kind=S.TenantKind.USER, priority=7, can_preempt=True),
         ),
         preemption_delay=120.0,
+        usage_k=0.5,
     )
+
+
+def test_queue_status_usage_is_read_back() -> None:
+    """What the scheduler wrote to status.usage survives the CRD's pruning and comes back as
+    the buckets it was made of (read on start: time-based fair share survives a restart)."""
+    start = datetime.datetime(2026, 11, 24, tzinfo=datetime.UTC)
+    obj = A.Queue(
+        metadata=ObjectMeta(name="vision"),
+        spec=A.QueueSpec(),
+        status=A.QueueStatus(
+            usage=A.QueueUsage(
+                gpu_seconds=5400.0,
+                updated=start,
+                buckets=[
+                    A.UsageBucket(start=start, gpu_seconds=3600.0),
+                    A.UsageBucket(start=start + datetime.timedelta(days=1), gpu_seconds=1800.5),
+                ],
+            )
+        ),
+    )
+    q = R.queue(prune(obj.to_dict(), crd_schema(A.Queue)))
+    t0 = start.timestamp()
+    assert q.usage_buckets == ((t0, 3600.0), (t0 + 86400, 1800.5))
 
 
 def test_queue_status_state_and_validity_are_read() -> None:
