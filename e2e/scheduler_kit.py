@@ -10,13 +10,15 @@ import contextlib
 import signal
 import subprocess
 import sys
+import threading
+import time
 import urllib.request
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kubernetes import client
+from kubernetes import client, watch
 
 from operators.api import labels
 from operators.api.scheduling import PodGroup
@@ -251,3 +253,33 @@ def wait_event(
         sched,
     )
     return found
+
+
+class BindingWatch:
+    """Watches a namespace's pods from a thread; by default records every nodeName each pod is
+    seen with (double binding detector). Subclasses see every event through `on_event`."""
+
+    def __init__(self, core: client.CoreV1Api, ns: str) -> None:
+        self.nodes: dict[str, set[str]] = defaultdict(set)
+        self._stop = threading.Event()
+        self._watch = watch.Watch()
+        self._thread = threading.Thread(target=self._run, args=(core, ns), daemon=True)
+        self._thread.start()
+
+    def on_event(self, kind: str, obj: client.V1Pod) -> None:
+        if obj.spec.node_name:
+            self.nodes[obj.metadata.name].add(obj.spec.node_name)
+
+    def _run(self, core: client.CoreV1Api, ns: str) -> None:
+        while not self._stop.is_set():
+            try:
+                for event in self._watch.stream(core.list_namespaced_pod, ns, timeout_seconds=60):
+                    self.on_event(event["type"], event["object"])
+                    if self._stop.is_set():
+                        return
+            except Exception:  # noqa: BLE001 - a dropped stream: watch again (a re-list replays the state)
+                time.sleep(0.2)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._watch.stop()

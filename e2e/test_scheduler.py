@@ -11,14 +11,13 @@ from __future__ import annotations
 import contextlib
 import json
 import signal
-import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
 import pytest
-from kubernetes import client, watch
+from kubernetes import client
 
 from operators.api import labels
 from operators.api.scheduling import PodGroup, Queue
@@ -29,6 +28,7 @@ from .scheduler_kit import (
     GPU_IDS,
     NODE_GPUS,
     NVLINK_ISLANDS,
+    BindingWatch,
     Scheduler,
     assert_no_gpu_shared,
     bound,
@@ -62,33 +62,6 @@ def bind_by_hand(core: client.CoreV1Api, ns: str, name: str) -> None:
     )
     # The generated client cannot parse the Binding the server answers with; skip parsing.
     core.create_namespaced_pod_binding(name, ns, binding, _preload_content=False)
-
-
-class BindingWatch:
-    """Records every nodeName each pod of a namespace is seen with (double binding detector)."""
-
-    def __init__(self, core: client.CoreV1Api, ns: str) -> None:
-        self.nodes: dict[str, set[str]] = defaultdict(set)
-        self._stop = threading.Event()
-        self._watch = watch.Watch()
-        self._thread = threading.Thread(target=self._run, args=(core, ns), daemon=True)
-        self._thread.start()
-
-    def _run(self, core: client.CoreV1Api, ns: str) -> None:
-        while not self._stop.is_set():
-            try:
-                for event in self._watch.stream(core.list_namespaced_pod, ns, timeout_seconds=60):
-                    obj = event["object"]
-                    if obj.spec.node_name:
-                        self.nodes[obj.metadata.name].add(obj.spec.node_name)
-                    if self._stop.is_set():
-                        return
-            except Exception:  # noqa: BLE001 - a dropped stream: watch again (a re-list replays the state)
-                time.sleep(0.2)
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._watch.stop()
 
 
 # --------------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from typing import Any
 
 from operators.runtime import records as R
 from operators.scheduler import snapshot as S
+from operators.scheduler.resources import gpus_held
 from operators.scheduler.usage import UsageLedger, UsageParams, decayed
 
 
@@ -42,7 +43,8 @@ class UsageBook:
         return self.ledger.advance(now, {name: q.usage_buckets for name, q in queues.items()})
 
     def hold(self, allocated: Mapping[str, Mapping[str, int]]) -> None:
-        self.ledger.hold(allocated)
+        """What each queue's subtree holds from now on: a session's ``QueueStatus.allocated``."""
+        self.ledger.hold({name: gpus_held(per) for name, per in allocated.items()})
 
     def due(self, now: float) -> dict[str, dict[str, Any]]:
         """status.usage bodies to write now: none within ``write_seconds`` of the last round,

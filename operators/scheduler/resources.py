@@ -16,7 +16,7 @@ import numpy as np
 from operators.scheduler.snapshot import CPU, GPU, GPU_MILLI_PER_CARD, MEMORY, PODS
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Mapping
 
     from numpy.typing import NDArray
 
@@ -100,3 +100,10 @@ def format_amount(name: str, value: float) -> str:
                 return f"{value / size:.3g}{unit}"
         return f"{value:g}"
     return f"{value:g}"
+
+
+def gpus_held(allocated: Mapping[str, int]) -> float:
+    """GPUs in a session's resource map (``QueueStatus.allocated``): the exact milli-GPU figure
+    when there is one (fractional cards), else whole cards."""
+    milli = allocated.get(GPU_MILLI_KEY)
+    return milli / 1000.0 if milli else float(allocated.get(GPU, 0))

@@ -28,9 +28,6 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from operators.scheduler.resources import GPU_MILLI_KEY
-from operators.scheduler.snapshot import GPU
-
 Buckets = tuple[tuple[float, float], ...]
 """(bucket start, GPU-seconds), oldest first."""
 
@@ -108,15 +105,10 @@ class UsageLedger:
         self._since = now
         return {name: decayed(b, now, self.params) for name, b in self.buckets.items()}
 
-    def hold(self, allocated: Mapping[str, Mapping[str, int]]) -> None:
-        """What each queue's subtree holds from now on: a session's ``QueueStatus.allocated``
-        (GPUs; fractional cards by their milli-GPU share)."""
-        self._held = {
-            name: (
-                per[GPU_MILLI_KEY] / 1000.0 if per.get(GPU_MILLI_KEY) else float(per.get(GPU, 0))
-            )
-            for name, per in allocated.items()
-        }
+    def hold(self, gpus: Mapping[str, float]) -> None:
+        """GPUs each queue's subtree holds from now on (``resources.gpus_held`` of a session's
+        ``QueueStatus.allocated``)."""
+        self._held = dict(gpus)
 
 
 def corrected_weights(

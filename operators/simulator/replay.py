@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from operators.scheduler import run_session
 from operators.scheduler.decisions import Bind, Evict, EvictReason, Nominate, SetGroupPhase
+from operators.scheduler.resources import gpus_held
 from operators.scheduler.snapshot import (
     CPU,
     GPU,
@@ -301,7 +302,7 @@ class Replay:
         result = run_session(snap, self.config)
         self.sessions += 1
         if self.usage is not None:
-            self.usage.hold({name: q.allocated for name, q in result.queues.items()})
+            self.usage.hold({name: gpus_held(q.allocated) for name, q in result.queues.items()})
         self._explanations = {uid: e.message for uid, e in result.explanations.items()}
         touched: set[str] = set()
         for d in result.decisions:
