@@ -216,6 +216,18 @@ def format_resources(values: Mapping[str, int]) -> dict[str, str]:
     return out
 
 
+# A JSON merge patch keeps the keys it leaves out, and format_resources leaves out zeros: a
+# resource that fell to zero would keep its last amount in the API (a queue showing GPUs that
+# nothing holds). These names, and any a map held before, are sent as null (removed) instead.
+CLEARED = (S.CPU, S.MEMORY, S.GPU, S.PODS)
+
+
+def resource_patch(values: Mapping[str, int], before: Mapping[str, Any] | None) -> dict[str, Any]:
+    out: dict[str, Any] = dict.fromkeys((*CLEARED, *(before or {})))
+    out.update(format_resources(values))
+    return out
+
+
 class StatusWriter:
     def __init__(
         self,
@@ -464,9 +476,10 @@ class StatusWriter:
         for name, qs in queues.items():
             if name not in self.cache.queues:
                 continue  # built-in queues the core adds have no object
+            before = self._last_queue.get(name) or {}
             body = {
-                "deserved": format_resources(qs.deserved),
-                "allocated": format_resources(qs.allocated),
+                "deserved": resource_patch(qs.deserved, before.get("deserved")),
+                "allocated": resource_patch(qs.allocated, before.get("allocated")),
                 "pending": qs.pending,
                 "inqueue": qs.inqueue,
                 "running": qs.running,
@@ -494,12 +507,16 @@ class StatusWriter:
         for name, ps in pools.items():
             if name not in self.cache.pools:
                 continue
+            before = self._last_pool.get(name) or {}
             body = {
-                "capacity": format_resources(ps.capacity),
-                "allocatable": format_resources(ps.allocatable),
-                "used": format_resources(ps.used),
-                "shared": format_resources(ps.shared),
-                "pending": format_resources(ps.pending),
+                field: resource_patch(values, before.get(field))
+                for field, values in (
+                    ("capacity", ps.capacity),
+                    ("allocatable", ps.allocatable),
+                    ("used", ps.used),
+                    ("shared", ps.shared),
+                    ("pending", ps.pending),
+                )
             }
             self._write_cluster_status(Pool, name, body, self._last_pool)
         _forget_missing(self._last_pool, self.cache.pools)

@@ -81,17 +81,55 @@ async def test_throttle_times_and_implicit_marks_of_vanished_objects_are_pruned(
     assert writer.implicit_marks == {}
 
 
+def merged(stored: Any, patch: Any) -> Any:
+    """What the API server holds after a JSON merge patch (RFC 7386): null removes a key, a key
+    left out stays."""
+    if not isinstance(patch, dict):
+        return patch
+    out = dict(stored) if isinstance(stored, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = merged(out.get(key), value)
+    return out
+
+
 class SlowStatusApi:
-    """Queue/Pool status PATCHes that wait for `release`; the bodies in the order they land."""
+    """Queue/Pool status PATCHes that wait for `release`, applied as merge patches; the stored
+    `allocated` after each, in the order they land."""
 
     def __init__(self) -> None:
         self.release = asyncio.Event()
+        self.stored: dict[str, Any] = {}
         self.landed: list[Any] = []
 
     async def merge_patch(self, path: str, body: Any) -> dict[str, Any]:
         await self.release.wait()
-        self.landed.append(body["status"]["allocated"])
+        self.stored = merged(self.stored, body)
+        self.landed.append(self.stored["status"]["allocated"])
         return {}
+
+
+async def test_a_resource_that_fell_to_zero_is_removed_from_the_stored_status() -> None:
+    # Seen in the fault run: after every GPU job was deleted the Queue and the Pools still showed
+    # `nvidia.com/gpu: 2` (a merge patch that leaves a key out keeps it), while cpu stayed exact.
+    h = Harness()
+    h.cache.on_queue("ADDED", ("", "q"), R.queue({"metadata": {"name": "q"}, "spec": {}}), None)
+    api = SlowStatusApi()
+    api.release.set()
+    fake: Any = api
+    writer = StatusWriter(fake, h.cache, SchedulerMetrics(), concurrency=4)
+    held = {"cpu": 2000, "nvidia.com/gpu": 2}
+    writer.write_queues(
+        {"q": QueueStatus(deserved={}, allocated=held, pending=0, inqueue=0, running=0)}
+    )
+    await writer.drain()
+    writer.write_queues(
+        {"q": QueueStatus(deserved={}, allocated={"cpu": 1000}, pending=0, inqueue=0, running=0)}
+    )
+    await writer.drain()
+    assert api.landed == [{"cpu": "2", "nvidia.com/gpu": "2"}, {"cpu": "1"}]
 
 
 def queue_status(gpus: int) -> dict[str, QueueStatus]:
