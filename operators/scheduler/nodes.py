@@ -222,10 +222,17 @@ class NodeIndex:
                 continue
             cards = node.gpu_count
             foreign_cards = list(node.gpu_foreign_milli[:cards])
-            if not any(foreign_cards) and node.foreign_used.get(GPU, 0) > 0:
-                # Whole foreign cards without per-card detail: assume the highest ids.
-                held = min(cards, int(node.foreign_used[GPU]))
-                foreign_cards = [0] * (cards - held) + [GPU_MILLI_PER_CARD] * held
+            foreign_cards += [0] * (cards - len(foreign_cards))
+            # Whole foreign cards without per-card detail (another scheduler's pods) take the
+            # highest free ids, beside any numbered ones: the bind-time re-check counts every
+            # foreign GPU request, so leaving them out would bind room it then withdraws.
+            unnumbered = int(node.foreign_used.get(GPU, 0)) - sum(1 for m in foreign_cards if m)
+            for card in range(cards - 1, -1, -1):
+                if unnumbered <= 0:
+                    break
+                if not foreign_cards[card]:
+                    foreign_cards[card] = GPU_MILLI_PER_CARD
+                    unnumbered -= 1
             for card, milli in enumerate(foreign_cards):
                 cap[i, card] -= min(float(milli), float(GPU_MILLI_PER_CARD))
         self.gpu_capacity = cap

@@ -11,6 +11,8 @@ from operators.controllers.scheduler_apply import DecisionApplier
 from operators.runtime.binder import NO_ROOM, Binder
 from operators.runtime.evictor import Evictor
 from operators.runtime.metrics import SchedulerMetrics
+from operators.scheduler import SessionConfig, run_session
+from operators.scheduler import decisions as D
 from operators.scheduler.session import SessionResult
 
 from .factories import node, pod
@@ -77,6 +79,32 @@ def test_a_card_held_by_another_pod_conflicts_and_a_finished_one_does_not() -> N
     done["status"]["phase"] = "Succeeded"
     h.pod(done)
     assert h.cache.room_conflict("uid-mine") is None
+
+
+def test_the_session_never_chooses_room_the_recheck_refuses() -> None:
+    """Foreign whole GPUs without card ids beside a foreign pod with ids: the core used to
+    count only the numbered card (7 free), the re-check all five (3 free), so every session bound
+    a 4-GPU pod there and the re-check withdrew it, for ever (no backoff on NoRoom)."""
+    h = Harness()
+    h.node(node("n1", cpu="96", gpus=8))
+    h.pod(foreign("numbered", "n1", gpu_ids="0"))
+    h.pod(pod("unnumbered", scheduler="default-scheduler", gpu=4, node="n1", phase="Running"))
+    h.pod(pod("mine", gpu=4))
+    binds = [
+        d
+        for d in run_session(h.cache.snapshot(0.0), SessionConfig()).decisions
+        if isinstance(d, D.Bind)
+    ]
+    assert binds == []
+    h.pod(pod("fits", gpu=3))
+    placed = [
+        d
+        for d in run_session(h.cache.snapshot(1.0), SessionConfig()).decisions
+        if isinstance(d, D.Bind)
+    ]
+    assert [b.gpu_ids for b in placed] == [(1, 2, 3)]
+    assert h.cache.assume(placed[0].task, placed[0].node, placed[0].gpu_ids, now=1.0)
+    assert h.cache.room_conflict(placed[0].task) is None
 
 
 def test_a_resource_the_pod_does_not_request_never_blocks_it() -> None:
