@@ -126,7 +126,10 @@ def corrected_weights(
     mask = np.ones(len(weight), dtype=np.bool_) if competing is None else competing
     w, u = weight[mask], usage[mask]
     total_usage, total_weight = float(u.sum()), float(w.sum())
-    if k <= 0 or total_usage <= 0 or total_weight <= 0:
+    # Usage comes from Queue status, which anyone with status rights can write: a non-finite
+    # total (two huge finite values add up to inf) would turn every weight into NaN.
+    finite = math.isfinite(total_usage) and math.isfinite(total_weight) and math.isfinite(k)
+    if not finite or k <= 0 or total_usage <= 0 or total_weight <= 0:
         return weight
     share = w / total_weight
     effective = np.maximum(share + k * (share - u / total_usage), 0.0)

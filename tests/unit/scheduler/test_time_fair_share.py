@@ -125,3 +125,14 @@ def test_guarantees_never_move_whatever_the_usage(
     assert (corrected >= floor - 1e-6).all()
     assert abs(corrected.sum() - plain.sum()) < 1e-6
     assert (corrected <= np.array(requests[:n]) + 1e-6).all()
+
+
+def test_usage_too_large_to_add_up_changes_nothing() -> None:
+    # Queue status is written by anyone with status rights: huge finite buckets of one queue sum
+    # to inf on the way in, which made every weight NaN and gave the siblings nothing of the
+    # over-quota share.
+    weight = np.array([1.0, 1.0])
+    with np.errstate(over="ignore", invalid="ignore"):
+        out = corrected_weights(weight, np.array([np.inf, 1e308]), 1.0)
+    assert np.isfinite(out).all()
+    assert out.tolist() == [1.0, 1.0]
