@@ -108,8 +108,10 @@ def test_failed_start_stops_what_it_started(
     started: list[processes.Proc] = []
     real_spawn = processes.spawn
 
-    def spy(name: str, args: list[str], log: Path) -> processes.Proc:
-        proc = real_spawn(name, args, log)
+    def spy(
+        name: str, args: list[str], log: Path, *, die_with_parent: bool = False
+    ) -> processes.Proc:
+        proc = real_spawn(name, args, log, die_with_parent=die_with_parent)
         started.append(proc)
         return proc
 
