@@ -150,6 +150,21 @@ class Sink:
         return self.spec.retry or D.DEFAULT_RETRY
 
 
+def _delivery(rows: Any) -> tuple[dict[str, int], dict[str, int], dict[str, str]]:
+    """Per-sink (cursor, failures, last error) from a `delivery` list, a job's or an object log's."""
+    cursors: dict[str, int] = {}
+    failures: dict[str, int] = {}
+    errors: dict[str, str] = {}
+    for row in rows or ():
+        sink = str(row.get("sink") or "")
+        if sink:
+            cursors[sink] = int(row.get("lastDeliveredSequence") or 0)
+            failures[sink] = int(row.get("failures") or 0)
+            if row.get("lastError"):
+                errors[sink] = str(row["lastError"])
+    return cursors, failures, errors
+
+
 def job_view(kind: str, body: Mapping[str, Any]) -> JobView:
     meta = body.get("metadata") or {}
     spec = body.get("spec") or {}
@@ -160,16 +175,7 @@ def job_view(kind: str, body: Mapping[str, Any]) -> JobView:
             hooks.append(Hook.model_validate(raw))
     entries = tuple(TransitionRec.parse(t) for t in status.get("transitions") or ())
     seq = int(status.get("transitionSeq") or (entries[-1].seq if entries else 0))
-    cursors: dict[str, int] = {}
-    failures: dict[str, int] = {}
-    errors: dict[str, str] = {}
-    for row in status.get("delivery") or ():
-        sink = str(row.get("sink") or "")
-        if sink:
-            cursors[sink] = int(row.get("lastDeliveredSequence") or 0)
-            failures[sink] = int(row.get("failures") or 0)
-            if row.get("lastError"):
-                errors[sink] = str(row["lastError"])
+    cursors, failures, errors = _delivery(status.get("delivery"))
     ref = D.JobRef(
         kind,
         str(meta.get("namespace") or ""),
@@ -186,16 +192,7 @@ def object_view(kind: str, body: Mapping[str, Any]) -> JobView:
     status = body.get("status") or {}
     raw = status.get("eventLog") or {}
     log = ObjectLog.parse(raw)
-    cursors: dict[str, int] = {}
-    failures: dict[str, int] = {}
-    errors: dict[str, str] = {}
-    for row in raw.get("delivery") or ():
-        sink = str(row.get("sink") or "")
-        if sink:
-            cursors[sink] = int(row.get("lastDeliveredSequence") or 0)
-            failures[sink] = int(row.get("failures") or 0)
-            if row.get("lastError"):
-                errors[sink] = str(row["lastError"])
+    cursors, failures, errors = _delivery(raw.get("delivery"))
     ref = D.JobRef(
         kind, str(meta.get("namespace") or ""), str(meta.get("name") or ""), str(meta.get("uid"))
     )
