@@ -51,7 +51,10 @@ def gone_within(proc: processes.Proc, seconds: float) -> bool:
     return False
 
 
-@pytest.mark.skipif(sys.platform != "linux", reason="PR_SET_PDEATHSIG is Linux's")
+@pytest.mark.skipif(
+    sys.platform != "linux",
+    reason="dying with the parent uses prctl(PR_SET_PDEATHSIG), which only Linux has",
+)
 def test_a_tied_process_dies_when_its_starter_is_sigkilled(tmp_path: Path) -> None:
     sleeper = grandchild_after_parent_killed(tmp_path, die_with_parent=True)
     assert gone_within(sleeper, 10)
