@@ -16,7 +16,7 @@ import numpy as np
 
 from operators.scheduler.decisions import Explanation, ReasonCode
 from operators.scheduler.shapeviews import NOMINATED_BONUS as _NOMINATED_BONUS
-from operators.scheduler.snapshot import GPU_MILLI_PER_CARD, TopologyMode
+from operators.scheduler.snapshot import GPU_MILLI_PER_CARD, HOSTNAME_LABEL, TopologyMode
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -24,10 +24,14 @@ if TYPE_CHECKING:
     from numpy.typing import NDArray
 
     from operators.scheduler.context import Session
-    from operators.scheduler.state import GroupInfo, Placement, TaskInfo
+    from operators.scheduler.nodes import NodeIndex
+    from operators.scheduler.state import GroupInfo, Placement, SessionState, TaskInfo
     from operators.scheduler.statement import Statement
 
 _EPS = 1e-6
+# Below half a fragmentation score level (plugins/fragmentation.py rounds to 1/100), so the
+# fill of a node's network domain only orders nodes that score alike.
+DOMAIN_FILL_TIEBREAK = 0.004
 
 
 class PlaceFailure:
@@ -119,6 +123,10 @@ def place_shape(
     # usually on a handful, so this beats selecting and sorting the top ``need`` of thousands.
     # argmax returns the lowest node index among equal scores (a deterministic tie-break).
     scores = np.where(counts > 0, view.scores, -np.inf)
+    if t0.gpu_cards or t0.gpu_milli:
+        fill = domain_fill(ssn.state)
+        if fill is not None:
+            scores += fill
     held = {t.nominated for t in tasks if t.nominated >= 0}
     for node in held:
         if counts[node] > 0:
@@ -137,6 +145,37 @@ def place_shape(
         placed += room
     if t0.group.queue >= 0:
         state.queues.add_usage(t0.group.queue, t0.req * need, 1)
+    return None
+
+
+def domain_fill(state: SessionState) -> NDArray[np.float64] | None:
+    """Per node, up to DOMAIN_FILL_TIEBREAK: the less free GPU its ToR has (the finest network
+    tier above hostname), the more; None without a network topology.
+
+    Among nodes that score alike, GPU pods go to the fullest ToR that has room (best fit at
+    the ToR): small jobs fill ToRs already in use and small ToRs, and whole ToRs stay free for
+    gangs that need one. Read from the current holdings at each placement (a node's score
+    cache cannot carry it: it changes when other nodes of the ToR change)."""
+    nodes = state.nodes
+    level = _fill_level(nodes)
+    if level is None:
+        return None
+    domains = nodes.tier_domains[level]
+    gpu = state.space.gpu
+    free = np.bincount(domains, weights=np.maximum(state.free[:, gpu], 0.0))
+    largest = float(nodes.tier_largest[level][gpu])
+    if largest <= 0:
+        return None
+    return np.asarray(DOMAIN_FILL_TIEBREAK * (1.0 - free[domains] / largest), dtype=np.float64)
+
+
+def _fill_level(nodes: NodeIndex) -> int | None:
+    topo = nodes.topology
+    if topo is None or not nodes.tier_domains:
+        return None
+    for level in range(len(topo.levels) - 1, -1, -1):
+        if topo.levels[level].label != HOSTNAME_LABEL:
+            return level
     return None
 
 

@@ -254,3 +254,83 @@ def test_bound_gpu_pod_without_card_ids_still_holds_its_cards() -> None:
     placed = binds(run_session(snap))
     assert len(placed) == 1  # two cards are free, not four
     assert len(placed[0].gpu_ids) == 2
+
+
+def _racks(tors: dict[str, int], gpus: int = 4) -> tuple:  # type: ignore[type-arg]
+    """Nodes ``<tor>n<i>`` of ``gpus`` cards, ToRs in the given order (node order = list order)."""
+    return tuple(
+        node(
+            f"{tor}n{i}",
+            gpus=gpus,
+            cpu=64,
+            labels={"spine": "s0", "tor": tor, "kubernetes.io/hostname": f"{tor}n{i}"},
+        )
+        for tor, count in tors.items()
+        for i in range(count)
+    )
+
+
+def test_a_gpu_pod_fills_the_tor_in_use_and_keeps_a_whole_tor_for_the_gang() -> None:
+    # tor0 comes first in node order and is empty; tor1 already runs a job. The one-node job
+    # takes a node of tor1, so the 3-node gang that arrives next still finds a whole ToR.
+    hard = NetworkTopology(TopologyMode.HARD, "tor")
+    snap = Snapshot(
+        now=0,
+        nodes=_racks({"tor0": 3, "tor1": 3}),
+        groups=(
+            group("running", phase=GroupPhase.RUNNING),
+            group("small", created=1.0),
+            group("gang", min_member=3, network_topology=hard, created=2.0),
+        ),
+        tasks=(
+            *tasks("running", 1, gpus=4, on=["tor1n0"]),
+            *tasks("small", 1, gpus=4),
+            *tasks("gang", 3, gpus=4),
+        ),
+        topology=TOPO,
+    )
+    where = {b.task: b.node for b in binds(run_session(snap))}
+    assert where["small-0"].startswith("tor1")
+    assert {where[f"gang-{i}"] for i in range(3)} == {"tor0n0", "tor0n1", "tor0n2"}
+
+
+def test_among_empty_tors_a_gpu_pod_takes_the_smallest() -> None:
+    snap = Snapshot(
+        now=0,
+        nodes=_racks({"big": 4, "small": 2}),
+        groups=(group("g"),),
+        tasks=tuple(tasks("g", 1, gpus=1)),
+        topology=TOPO,
+    )
+    assert binds(run_session(snap))[0].node.startswith("small")
+
+
+def test_tor_fill_only_orders_nodes_that_score_alike() -> None:
+    # Filling a half-used node (fragmentation) beats opening a fresh node in a fuller ToR.
+    snap = Snapshot(
+        now=0,
+        nodes=_racks({"tor0": 2, "tor1": 3}),
+        groups=(group("running", phase=GroupPhase.RUNNING), group("g")),
+        tasks=(
+            *tasks("running", 1, gpus=2, on=["tor0n0"]),
+            *tasks("running", 2, gpus=4, on=["tor1n0", "tor1n1"], start=1),
+            *tasks("g", 1, gpus=2),
+        ),
+        topology=TOPO,
+    )
+    assert [b.node for b in binds(run_session(snap)) if b.group == "g"] == ["tor0n0"]
+
+
+def test_tor_fill_leaves_pods_without_gpus_to_binpack() -> None:
+    # A CPU-only pod is placed as without a network topology (binpack: the node in use).
+    def placed(topology: Topology | None) -> list[str]:
+        snap = Snapshot(
+            now=0,
+            nodes=_racks({"tor0": 2, "tor1": 2}),
+            groups=(group("running", phase=GroupPhase.RUNNING), group("g")),
+            tasks=(*tasks("running", 1, gpus=4, on=["tor1n0"]), *tasks("g", 1, cpu=2)),
+            topology=topology,
+        )
+        return [b.node for b in binds(run_session(snap)) if b.group == "g"]
+
+    assert placed(TOPO) == placed(None) == ["tor1n0"]
