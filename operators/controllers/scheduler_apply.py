@@ -324,7 +324,7 @@ class DecisionApplier:
 
     def on_failed(self, req: BindRequest, reason: str) -> None:
         log.info("binding %s/%s to %s failed: %s", req.namespace, req.name, req.node, reason)
-        self.cache.forget(req.uid)
+        self.cache.forget(req.uid, req.node, req.gpu_ids)
 
     # ----------------------------------------------------------------------------------------
 

@@ -159,7 +159,7 @@ class SchedulerOperator:
                 evictor,
                 sem,
                 may_send=self.leading,
-                recheck=lambda req: self.cache.room_conflict(req.uid),
+                recheck=lambda req: self.cache.room_conflict(req.uid, req.node, req.gpu_ids),
             ),
             evictor,
             events,

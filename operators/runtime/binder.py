@@ -26,8 +26,10 @@ from collections.abc import Callable, Mapping, Sequence
 
 import aiohttp
 
+from operators.api.labels import GPU_IDS
 from operators.runtime.client import ApiError, KubeClient
 from operators.runtime.evictor import Evictor, PodRef
+from operators.runtime.records import parse_gpu_ids
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +45,11 @@ class BindRequest:
     @property
     def ref(self) -> PodRef:
         return PodRef(self.namespace, self.name, self.uid)
+
+    @property
+    def gpu_ids(self) -> tuple[int, ...]:
+        """The cards the Binding hands out (its gpu-ids annotation)."""
+        return parse_gpu_ids(self.annotations.get(GPU_IDS))
 
 
 @dataclasses.dataclass(frozen=True)
