@@ -163,10 +163,10 @@ def test_pods_other_schedulers_bound_are_counted_card_by_card(
 
     Deterministic: Sluice sees all pods through one watch, in resourceVersion order, so the
     foreign pods (bound before Sluice's pods are created) are in its cache when it first sees
-    its own. Fails on the main before 27f1d95 (verified: the core counted only the numbered
-    foreign card, 7 free, so it chose the 4-GPU pod every session and the bind-time re-check
-    withdrew it every time; it was never reported Unschedulable) and before 7f7eebf (no
-    re-check: the 4-GPU pod was bound, 9 GPUs on an 8-GPU node)."""
+    its own. Fails on the main before 27f1d95 (run at 009694a: the core counted only the
+    numbered foreign card, 7 free, so it chose the 4-GPU pod every session and the bind-time
+    re-check withdrew it every time: never reported Unschedulable) and before 7f7eebf (run at
+    14be25a, no re-check: the 4-GPU pod was bound beside the 3-GPU one, 12 GPUs on the node)."""
     sched = start_scheduler()
     with labelled_nodes(core, 1) as nodes:
         node = next(iter(nodes))

@@ -1,6 +1,8 @@
 """The room a session chose is checked again against the cache just before each Binding POST:
 a pod another scheduler bound meanwhile (seen through the pod watch) makes the binding be
-withdrawn (no POST), its room released and the group placed again, without a backoff."""
+withdrawn (no POST), its room released and the group placed again: at once the first time, after
+a growing backoff when it happens again and again (a core that keeps choosing room the re-check
+refuses must not loop every session)."""
 
 from __future__ import annotations
 
@@ -224,3 +226,32 @@ async def test_a_gang_whose_room_was_taken_is_withdrawn_and_placed_again() -> No
     assert not events.posted
     failures = app.metrics.bind_failures.labels(reason=NO_ROOM)
     assert failures._value.get() >= 1
+
+
+async def test_a_group_withdrawn_again_and_again_backs_off_and_the_core_skips_it() -> None:
+    """The 27f1d95 kind of defect: the core chooses room the re-check refuses, every session.
+    The second withdrawal in a row holds the pod back; the core places nothing of it until
+    the retry time, and explains why."""
+    h = Harness()
+    h.node(node("n1", cpu="2"))
+    h.pod(pod("mine", cpu="1"))
+    group = "pod:uid-mine"
+    stale = D.Bind(task="uid-mine", group=group, namespace="ns", name="mine", node="n1")
+    api = FlakyApi()
+    app = _wired(h, api, asyncio.Semaphore(4))
+    h.pod(foreign("hog", "n1", cpu="2"))  # the room a stale core would keep choosing
+    for attempt in range(2):
+        app.apply(SessionResult(decisions=(stale,), explanations={}), 1.0)
+        await app.drain()
+        assert (group in app.backoff.current(h.cache.has_group)) == (attempt == 1)
+    assert api.bindings("mine") == 0
+    rejection = app.backoff.current(h.cache.has_group)[group]
+    assert rejection.message.startswith(NO_ROOM)
+    h.node(node("n2", cpu="2"))  # room elsewhere: still not before the retry time
+    snap = h.cache.snapshot(rejection.retry_at - 0.01, rejections={group: rejection})
+    result = run_session(snap, SessionConfig())
+    assert not [d for d in result.decisions if isinstance(d, D.Bind)]
+    assert result.explanations[group].message.startswith("its binding failed: NoRoom")
+    later = h.cache.snapshot(rejection.retry_at + 0.01, rejections={group: rejection})
+    placed = [d for d in run_session(later, SessionConfig()).decisions if isinstance(d, D.Bind)]
+    assert [b.node for b in placed] == ["n2"]
