@@ -388,11 +388,6 @@ def test_many_jobs_through_an_outage_and_a_kill(
         assert [i for i in first if i in set(ids)] == ids, name
 
 
-# In `make soak`, not CI, until a known defect is fixed: one clean CI run in two (a3fdf2d) got
-# willevict, evicted, willevict for the victim group (a second WillEvict notice after Evicted,
-# where `pending` belongs); the events operator's derive() announced a preemption mark that
-# changed in the same look as the eviction. The delivery of every notice otherwise held.
-@pytest.mark.soak
 def test_podgroup_and_queue_notices_of_a_delayed_preemption(
     cluster: DevCluster,
     k8s: client.ApiClient,

@@ -79,7 +79,8 @@ UNBLOCK: Mapping[str, str] = {
     "to reclaim",
     "BindingRejected": "the API server refused its Binding (see the FailedBinding Event: an "
     "admission policy or webhook); the scheduler retries after a backoff of up to 5 minutes; "
-    "fix or exempt what refuses it",
+    "fix or exempt what refuses it. A message starting NoRoom means other schedulers kept "
+    "taking the room it was given; it is retried within 30 s",
     "Consolidating": "running jobs are being moved to open a placement for it; it starts when "
     "they are gone",
     "Waiting": "no scheduling cycle has looked at it yet; if this lasts, check that the "

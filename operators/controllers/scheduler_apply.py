@@ -276,17 +276,20 @@ class DecisionApplier:
             self.metrics.attempts.labels(result="error").inc()
             if outcome.rolled_back:
                 self.metrics.gang_rollbacks.inc()
+            now = time.time()
             if all(reason.startswith(NO_ROOM) for _, reason in outcome.failed):
                 # Lost a race for the room to another scheduler: nothing is wrong with the
-                # group, so no backoff and no Event; forgetting its assumptions already asked
-                # for a session, which places it again from the cache as it is now.
+                # group, so no Event, and the first time no backoff either: forgetting its
+                # assumptions already asked for a session, which places it again from the
+                # cache as it is now. Withdrawn again and again, it backs off.
+                withdrawal = self.backoff.withdrawn(group_uid, now, outcome.failed[0][1])
                 log.info(
-                    "%s: room taken before binding (%s); placing it again",
+                    "%s: room taken before binding (%s); placing it again%s",
                     self.describe(group_uid),
                     outcome.failed[0][1],
+                    f" in {withdrawal.retry_at - now:.1f} s" if withdrawal else "",
                 )
                 return
-            now = time.time()
             rejection = self.backoff.rejected(group_uid, now, outcome.failed[0][1])
             retry = f"retried as a whole in {rejection.retry_at - now:.0f} s"
             self.events.post(
@@ -324,7 +327,7 @@ class DecisionApplier:
 
     def on_failed(self, req: BindRequest, reason: str) -> None:
         log.info("binding %s/%s to %s failed: %s", req.namespace, req.name, req.node, reason)
-        self.cache.forget(req.uid)
+        self.cache.forget(req.uid, req.node, req.gpu_ids)
 
     # ----------------------------------------------------------------------------------------
 

@@ -21,7 +21,7 @@ from operators.controllers.scheduler_apply import DecisionApplier
 from operators.controllers.scheduler_status import StatusWriter, count_members
 from operators.runtime import kubeconfig, signals
 from operators.runtime import records as R
-from operators.runtime.binder import BindBackoff, Binder
+from operators.runtime.binder import BindBackoff, Binder, BindRequest
 from operators.runtime.cache import ChangeKind, SchedulerCache
 from operators.runtime.client import KubeClient
 from operators.runtime.events import EventRecorder
@@ -88,6 +88,23 @@ class SchedulerOperator:
         if kind == "schedule":
             self._schedule_wanted = True
         self._wake.set()
+
+    def _recheck(self, req: BindRequest) -> str | None:
+        """The binder's last look before a POST. Logged (debug) with the pod watch's position:
+        which other schedulers' bindings Sluice had seen when it decided (e2e/test_coexistence
+        tells a race it could not have avoided from one it could have)."""
+        taken = self.cache.room_conflict(req.uid, req.node, req.gpu_ids)
+        if log.isEnabledFor(logging.DEBUG):
+            seen = next((i.resource_version for i in self.informers if i.kind.name == "pods"), "")
+            log.debug(
+                "bind re-check %s/%s on %s at pods resourceVersion %s: %s",
+                req.namespace,
+                req.name,
+                req.node,
+                seen,
+                taken or "fits",
+            )
+        return taken
 
     def _informers(self, client: KubeClient) -> list[Informer[Any]]:
         c, t = self.cache, self.settings.watch_timeout_seconds
@@ -159,7 +176,7 @@ class SchedulerOperator:
                 evictor,
                 sem,
                 may_send=self.leading,
-                recheck=lambda req: self.cache.room_conflict(req.uid),
+                recheck=self._recheck,
             ),
             evictor,
             events,

@@ -51,6 +51,9 @@ group is placed in `default` (as the nodes of a deleted pool are)."""
 Warn = Callable[[str, str, str], None]
 """(group uid, reason, message) -> post a Warning Event about that group."""
 _HAPPY = (D.ReasonCode.SCHEDULED, D.ReasonCode.ADMITTED)
+SOLE_FIELDS = ("preemption", "lastEviction")
+"""PodGroup status fields no one but the scheduler writes: once the API answered a write of
+them, they stay as answered until the scheduler writes them again."""
 
 
 def count_members(cache: SchedulerCache, group_uid: str) -> GroupCounts:
@@ -261,6 +264,10 @@ class StatusWriter:
         # group uid -> status.lastEviction not written yet (kept across passes: a group whose
         # write is in flight when it is evicted gets it with its next write).
         self._evictions: dict[str, dict[str, Any]] = {}
+        # group uid -> the scheduler-only fields (SOLE_FIELDS) as the API answered our last write
+        # of them, until the watch shows the same: a pass in between reads the watch's older
+        # status and must not send its values back (an evicted victim's WillEvict mark).
+        self._answered: dict[str, dict[str, Any]] = {}
 
     def _spawn(
         self,
@@ -284,29 +291,56 @@ class StatusWriter:
         strategic: bool = False,
     ) -> None:
         try:
-            if await self._send(path, body, strategic) == "written" and on_success is not None:
-                on_success()
+            outcome, answer = await self._send(path, body, strategic)
+            if outcome == "written":
+                self._remember_answer(key, body, answer)
+                if on_success is not None:
+                    on_success()
+            elif outcome == "gone":
+                self._answered.pop(key, None)
         finally:
             self._in_flight.discard(key)
 
     async def _send(
         self, path: str, body: dict[str, Any], strategic: bool = False
-    ) -> Literal["written", "gone", "failed"]:
+    ) -> tuple[Literal["written", "gone", "failed"], Any]:
+        """The outcome and, once written, the object the API answered with."""
         try:
             async with self._sem:
                 if strategic:
-                    await self.client.strategic_merge_patch(path, body)
+                    answer = await self.client.strategic_merge_patch(path, body)
                 else:
-                    await self.client.merge_patch(path, body)
+                    answer = await self.client.merge_patch(path, body)
             self.metrics.status_writes.inc()
-            return "written"
+            return "written", answer
         except ApiError as err:
             if err.not_found:
-                return "gone"
+                return "gone", None
             log.warning("status write %s failed: %s", path, err)
         except (TimeoutError, aiohttp.ClientError, OSError) as err:
             log.warning("status write %s failed: %s", path, type(err).__name__)
-        return "failed"
+        return "failed", None
+
+    def _remember_answer(self, key: str, body: dict[str, Any], answer: Any) -> None:
+        """Keep what the API holds of SOLE_FIELDS after a group write that sent them (the
+        answer, not the body: the API server's rendering is what the watch will show)."""
+        sent = body.get("status") or {}
+        status = answer.get("status") if isinstance(answer, Mapping) else None
+        if isinstance(status, Mapping) and any(f in sent for f in SOLE_FIELDS):
+            self._answered[key] = {f: status.get(f) for f in SOLE_FIELDS}
+
+    def _as_written(self, group_uid: str, watched: Mapping[str, Any]) -> dict[str, Any]:
+        """The group's status as the watch shows it, with SOLE_FIELDS as our last write left
+        them while the watch has not caught up with that write."""
+        status = dict(watched)
+        answered = self._answered.get(group_uid)
+        if answered is None:
+            return status
+        if all(R.dumps_compact(status.get(f)) == R.dumps_compact(v) for f, v in answered.items()):
+            del self._answered[group_uid]  # the watch shows our write: it is the truth again
+            return status
+        status.update(answered)
+        return status
 
     async def _write_latest(self, key: str) -> None:
         """Write the newest wanted status of one Queue or Pool until the API holds it: a value
@@ -317,7 +351,7 @@ class StatusWriter:
         try:
             while (want := self._latest.get(key)) is not None:
                 path, body, remember = want
-                outcome = await self._send(path, body)
+                outcome, _ = await self._send(path, body)
                 if outcome == "failed":
                     if self._closing:
                         return  # a clean stop does not wait for an API server that is away
@@ -404,6 +438,8 @@ class StatusWriter:
             live = {rec.uid for _, rec in items}
             for uid in [u for u in self._last_message_write if u not in live]:
                 del self._last_message_write[uid]
+            for uid in [u for u in self._answered if u not in live]:
+                del self._answered[uid]
         else:
             keys = set(only) | evicted_keys
             items = [(k, self.cache.groups[k]) for k in keys if k in self.cache.groups]
@@ -411,7 +447,7 @@ class StatusWriter:
             grp = rec.group
             if grp.phase in FINISHED_PHASES or rec.uid in self._in_flight:
                 continue
-            old = dict(rec.status)
+            old = self._as_written(rec.uid, rec.status)
             counts = count_members(self.cache, rec.uid)
             phase = next_phase(grp.phase, decided.get(rec.uid), grp.min_member, counts)
             desired: dict[str, Any] = {
@@ -612,6 +648,7 @@ class StatusWriter:
         for task in tasks:
             task.cancel()
         self._latest.clear()
+        self._answered.clear()  # a new leader may write them: the watch is the truth again
         return len(tasks)
 
     async def drain(self) -> None:

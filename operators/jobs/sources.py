@@ -14,13 +14,18 @@ with what its log on the object (`status.eventLog.observed`) says it saw last:
 | Queue `status.state` changed | the new state |
 
 In one comparison they come in that order; the phase an eviction causes (`Pending`) usually
-comes in a later one, once the evicted pods are gone. The first
+comes in a later one, once the evicted pods are gone. A WillEvict mark whose deadline is not
+after the group's last eviction is that eviction's own mark, outlived (the scheduler clears it
+with the eviction, or soon after): it is read as no mark, so a receiver never gets a WillEvict
+in or after the look that shows its eviction, nor a cancellation of it. A group marked again
+must have run again first, so its new deadline (marking time + grace) is after that eviction. The first
 time an object is seen its current phase is its first transition (no `from`); an eviction seen
 then is history and not sent. Pure: no clock, no I/O.
 """
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -48,6 +53,8 @@ class Observed:
             return cls(_str(status.get("state")))
         mark = status.get("preemption") or {}
         evicted = status.get("lastEviction") or {}
+        if _outlived(mark, evicted):
+            mark = {}
         return cls(
             _str(status.get("phase")),
             f"{mark['role']}@{mark.get('deadline') or ''}" if mark.get("role") else None,
@@ -72,6 +79,22 @@ class Observed:
 
 def _str(value: Any) -> str | None:
     return str(value) if value else None
+
+
+def _outlived(mark: Mapping[str, Any], evicted: Mapping[str, Any]) -> bool:
+    """A WillEvict mark due no later than the group's last eviction: the mark of that eviction."""
+    if mark.get("role") != WILL_EVICT:
+        return False
+    deadline, time = _instant(mark.get("deadline")), _instant(evicted.get("time"))
+    return deadline is not None and time is not None and deadline <= time
+
+
+def _instant(raw: Any) -> datetime.datetime | None:
+    try:
+        stamp = datetime.datetime.fromisoformat(str(raw))
+    except ValueError:
+        return None
+    return stamp if stamp.tzinfo is not None else None
 
 
 # (level, name, from, to, reason, message, deadline, peers): a transition before it is numbered

@@ -26,8 +26,10 @@ from collections.abc import Callable, Mapping, Sequence
 
 import aiohttp
 
+from operators.api.labels import GPU_IDS
 from operators.runtime.client import ApiError, KubeClient
 from operators.runtime.evictor import Evictor, PodRef
+from operators.runtime.records import parse_gpu_ids
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +45,11 @@ class BindRequest:
     @property
     def ref(self) -> PodRef:
         return PodRef(self.namespace, self.name, self.uid)
+
+    @property
+    def gpu_ids(self) -> tuple[int, ...]:
+        """The cards the Binding hands out (its gpu-ids annotation)."""
+        return parse_gpu_ids(self.annotations.get(GPU_IDS))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,33 +100,59 @@ class Rejection:
 
 
 class BindBackoff:
-    """Groups whose Bindings the API server (or an admission webhook) keeps rejecting.
+    """Groups whose Bindings keep failing: the API server (or an admission webhook) rejects
+    them, or the bind-time re-check keeps withdrawing them (NoRoom).
 
     After the n-th rejection in a row a group waits ``base * 2**(n-1)`` seconds (at most
     ``cap``) before it is placed again; the scheduler core skips it meanwhile (it holds no
-    room, so it never takes a cycle's room from pods that can bind). A successful binding, or
-    a group that is gone, clears it. Clock readings are passed in, so it is testable as is.
+    room, so it never takes a cycle's room from pods that can bind). A withdrawal is a lost
+    race for the room, normally seen once: the first in a row is placed again at once, the
+    n-th after ``room_base * 2**(n-2)`` seconds (at most ``room_cap``), so a core that keeps
+    choosing room the re-check refuses cannot loop every session. The two streaks are counted
+    apart. A successful binding, or a group that is gone, clears both. Clock readings are
+    passed in, so it is testable as is.
     """
 
-    def __init__(self, base: float = 1.0, cap: float = 300.0) -> None:
+    def __init__(
+        self, base: float = 1.0, cap: float = 300.0, room_base: float = 0.5, room_cap: float = 30.0
+    ) -> None:
         self.base = base
         self.cap = cap
+        self.room_base = room_base
+        self.room_cap = room_cap
         self._by_group: dict[str, Rejection] = {}
+        self._rejections: dict[str, int] = {}  # per group: API rejections in a row
+        self._withdrawals: dict[str, int] = {}  # per group: NoRoom withdrawals in a row
 
     def rejected(self, group_uid: str, now: float, message: str) -> Rejection:
-        last = self._by_group.get(group_uid)
-        failures = (last.failures if last is not None else 0) + 1
+        failures = self._rejections.get(group_uid, 0) + 1
+        self._rejections[group_uid] = failures
         delay = min(self.cap, self.base * 2 ** (failures - 1))
         entry = Rejection(now + delay, message, failures)
         self._by_group[group_uid] = entry
         return entry
 
+    def withdrawn(self, group_uid: str, now: float, message: str) -> Rejection | None:
+        """A binding of the group withdrawn before its POST; None: place it again at once."""
+        withdrawals = self._withdrawals.get(group_uid, 0) + 1
+        self._withdrawals[group_uid] = withdrawals
+        if withdrawals == 1:
+            return None
+        delay = min(self.room_cap, self.room_base * 2 ** (withdrawals - 2))
+        entry = Rejection(now + delay, message, withdrawals)
+        self._by_group[group_uid] = entry
+        return entry
+
     def bound(self, group_uid: str) -> None:
-        self._by_group.pop(group_uid, None)
+        for book in (self._by_group, self._rejections, self._withdrawals):
+            book.pop(group_uid, None)
 
     def current(self, live: Callable[[str], bool]) -> Mapping[str, Rejection]:
         """Every group still backed off or due for a retry; groups ``live`` no longer knows
         are dropped."""
+        for book in (self._rejections, self._withdrawals):
+            for uid in [uid for uid in book if not live(uid)]:
+                del book[uid]
         for uid in [uid for uid in self._by_group if not live(uid)]:
             del self._by_group[uid]
         return self._by_group

@@ -47,6 +47,11 @@ class Assumption:
     bound: bool = False  # the Binding POST succeeded; waiting for the watch to show it
 
 
+def _same_room(mine: Assumption, node: str | None, gpu_ids: tuple[int, ...] | None) -> bool:
+    """Is the assumption the one made for a Binding to ``node`` with ``gpu_ids`` (None: any)?"""
+    return (node is None or node == mine.node) and (gpu_ids is None or gpu_ids == mine.gpu_ids)
+
+
 class SchedulerCache:
     unconfirmed_grace_seconds: float = 120.0
     """How long a binding POST may stay unanswered (request timeout x retries) before its
@@ -469,7 +474,9 @@ class SchedulerCache:
                     del self._assumed_on_node[assumption.node]
         return assumption
 
-    def room_conflict(self, pod_uid: str) -> str | None:
+    def room_conflict(
+        self, pod_uid: str, node: str | None = None, gpu_ids: tuple[int, ...] | None = None
+    ) -> str | None:
         """Does the pod's assumed binding still fit its node, as the cache sees it now?
 
         Asked just before its Binding is posted: the session chose the room from a snapshot,
@@ -478,13 +485,22 @@ class SchedulerCache:
         terminating) plus this one against allocatable, and the cards it is given against the
         cards others hold (fractional shares add up per card). None when it still fits, else
         why not.
+
+        ``node``/``gpu_ids``: what the Binding about to be posted says. A POST that waited for
+        a connection slot may outlive its assumption (expired, or forgotten and replaced by a
+        later session's): its room is then no longer held for it, so it is not sent. A pod the
+        watch already shows bound is left to the POST (a 409 tells whether it is ours).
         """
         mine = self.assumed.get(pod_uid)
         rec = self.pods.get(pod_uid)
-        if mine is None or rec is None:
+        if rec is None or rec.node_name:
             return None
-        node = self.nodes.get(mine.node)
-        if node is None:
+        if mine is None:
+            return "its assumed room was given up while the binding waited"
+        if not _same_room(mine, node, gpu_ids):
+            return f"a later session placed it on {mine.node} {list(mine.gpu_ids)}"
+        where = self.nodes.get(mine.node)
+        if where is None:
             return f"node {mine.node} is gone"
         used: dict[str, int] = dict(rec.requests)
         cards: dict[int, int] = {}
@@ -497,14 +513,16 @@ class SchedulerCache:
             other = self.pods.get(uid)
             if uid != pod_uid and other is not None and not other.node_name:
                 others.append((other, self.assumed[uid].gpu_ids))
-        for other, gpu_ids in others:
+        for other, held in others:
             for res, amount in other.requests.items():
                 used[res] = used.get(res, 0) + amount
-            for card in gpu_ids:
+            for card in held:
                 cards[card] = cards.get(card, 0) + (other.gpu_milli or S.GPU_MILLI_PER_CARD)
         for res, amount in sorted(used.items()):
-            if amount > node.allocatable.get(res, 0) and rec.requests.get(res, 0) > 0:
-                return f"{res} on {mine.node}: {amount} requested of {node.allocatable.get(res, 0)}"
+            if amount > where.allocatable.get(res, 0) and rec.requests.get(res, 0) > 0:
+                return (
+                    f"{res} on {mine.node}: {amount} requested of {where.allocatable.get(res, 0)}"
+                )
         share = rec.gpu_milli or S.GPU_MILLI_PER_CARD
         for card in mine.gpu_ids:
             if cards.get(card, 0) + share > S.GPU_MILLI_PER_CARD:
@@ -517,9 +535,15 @@ class SchedulerCache:
             assumption.bound = True
             assumption.since = now
 
-    def forget(self, pod_uid: str) -> None:
-        if self._drop_assumption(pod_uid) is None:
+    def forget(
+        self, pod_uid: str, node: str | None = None, gpu_ids: tuple[int, ...] | None = None
+    ) -> None:
+        """Drop the pod's assumption; with ``node``/``gpu_ids`` (a failed Binding's), only if
+        it is still the one that Binding was made for, not a later session's."""
+        mine = self.assumed.get(pod_uid)
+        if mine is None or not _same_room(mine, node, gpu_ids):
             return
+        self._drop_assumption(pod_uid)
         rec = self.pods.get(pod_uid)
         if rec is not None:
             self._rebuild_pod(rec)

@@ -333,12 +333,28 @@ def format_gpu_ids(ids: tuple[int, ...]) -> str:
     return ",".join(str(i) for i in ids)
 
 
+def gpu_claim(
+    requests: Mapping[str, int], annotations: Mapping[str, Any]
+) -> tuple[tuple[int, ...], int]:
+    """(card ids, fractional share) a pod holds, as the scheduler core reads it: the share only
+    without a whole-GPU request, and card ids only for a pod that asks for GPUs at all, no more
+    of them than it asks for (one for a share), each once. The annotations are anyone's to
+    write: a pod that named cards it does not request would block them uncharged."""
+    cards = requests.get(S.GPU, 0)
+    milli = 0 if cards else min(max(_int(annotations.get(L.GPU_MILLI), 0), 0), 999)
+    wanted = cards or (1 if milli else 0)
+    ids = tuple(dict.fromkeys(parse_gpu_ids(annotations.get(L.GPU_IDS))))[:wanted]
+    return ids, milli
+
+
 def pod(obj: JsonDict) -> PodRecord:
     meta, spec, status = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get("status") or {}
     labels = meta.get("labels") or {}
     annotations = meta.get("annotations") or {}
     both = {**labels, **annotations}
     delay = annotations.get(L.PREEMPTION_DELAY)
+    requests = pod_requests(spec)
+    gpu_ids, gpu_milli = gpu_claim(requests, annotations)
     return PodRecord(
         uid=str(meta.get("uid", "")),
         namespace=str(meta.get("namespace", "")),
@@ -347,7 +363,7 @@ def pod(obj: JsonDict) -> PodRecord:
         node_name=str(spec.get("nodeName") or ""),
         phase=str(status.get("phase") or "Pending"),
         deleting=bool(meta.get("deletionTimestamp")),
-        requests=MappingProxyType(pod_requests(spec)),
+        requests=MappingProxyType(requests),
         priority=spec.get("priority") if isinstance(spec.get("priority"), int) else None,
         created=timestamp(meta.get("creationTimestamp")),
         group_name=L.first_of(both, L.POD_GROUP_KEYS) or "",
@@ -355,8 +371,8 @@ def pod(obj: JsonDict) -> PodRecord:
         pool=L.first_of(both, L.POOL_KEYS) or "",
         role=str(labels.get(L.TASK) or ""),
         index=_int(labels.get(L.REPLICA_INDEX), 0),
-        gpu_ids=parse_gpu_ids(annotations.get(L.GPU_IDS)),
-        gpu_milli=min(max(_int(annotations.get(L.GPU_MILLI), 0), 0), 999),
+        gpu_ids=gpu_ids,
+        gpu_milli=gpu_milli,
         node_selector=MappingProxyType(_str_map(spec.get("nodeSelector"))),
         affinity=required_affinity(spec),
         tolerations=tuple(toleration(t) for t in spec.get("tolerations") or ()),

@@ -65,8 +65,9 @@ def run(ssn: Session) -> None:
 
 
 def explain_backoffs(ssn: Session) -> None:
-    """Groups whose Binding the API keeps rejecting wait out their backoff holding no room, so
-    they never take a cycle's room from groups that can bind."""
+    """Groups whose Binding the API keeps rejecting (or the bind-time re-check keeps withdrawing)
+    wait out their backoff holding no room, so they never take a cycle's room from groups that
+    can bind."""
     state = ssn.state
     for g in state.groups:
         if state.backing_off(g) and g.pending_tasks():
@@ -75,7 +76,7 @@ def explain_backoffs(ssn: Session) -> None:
                 Explanation(
                     g.uid,
                     ReasonCode.BINDING_REJECTED,
-                    f"the API server rejected its binding: {g.pg.binding_error or 'no message'}"
+                    f"its binding failed: {g.pg.binding_error or 'no message'}"
                     f"; tried again in {g.pg.retry_binding_at - state.now:.0f} s",
                 ),
             )

@@ -71,6 +71,36 @@ def test_a_moved_deadline_is_a_new_notice() -> None:
     assert [(c[3], c[6]) for c in changes] == [("WillEvict", "2026-01-01T00:01:00Z")]
 
 
+def test_a_will_evict_mark_that_outlived_its_eviction_is_never_announced() -> None:
+    """The scheduler may write the victim's old mark back after the eviction (a pass that read
+    the status before its own eviction write came back): the receiver gets willevict, evicted,
+    pending - never a second WillEvict nor a cancellation of the one that was carried out."""
+    seen, _ = derive(PG, "g", None, {"phase": "Running"})
+    seen, _ = derive(PG, "g", seen, {"phase": "Running", "preemption": WILL_EVICT})
+    due = {"reason": "DelayedPreemptionDue", "time": "2026-01-01T00:00:31Z"}
+    # In the look that shows the eviction, the mark came back with another deadline that is
+    # also not after the eviction (and, the look after, with its own deadline).
+    earlier = {**WILL_EVICT, "deadline": "2026-01-01T00:00:29Z"}
+    seen, changes = derive(
+        PG, "g", seen, {"phase": "Running", "preemption": earlier, "lastEviction": due}
+    )
+    assert tos(changes) == [("Running", "Evicted", "DelayedPreemptionDue")]
+    seen, changes = derive(
+        PG, "g", seen, {"phase": "Running", "preemption": WILL_EVICT, "lastEviction": due}
+    )
+    assert changes == []
+    seen, changes = derive(PG, "g", seen, {"phase": "Pending", "lastEviction": due})
+    assert tos(changes) == [("Running", "Pending", "")]
+
+    # The group runs again and is really marked again: a deadline after the eviction.
+    seen, _ = derive(PG, "g", seen, {"phase": "Running", "lastEviction": due})
+    again = {**WILL_EVICT, "deadline": "2026-01-01T00:05:00Z"}
+    _, changes = derive(
+        PG, "g", seen, {"phase": "Running", "preemption": again, "lastEviction": due}
+    )
+    assert [(c[3], c[6]) for c in changes] == [("WillEvict", "2026-01-01T00:05:00Z")]
+
+
 def test_queue_state_changes() -> None:
     seen, changes = derive(Q, "research", None, {"state": "Open", "deserved": {"cpu": "1"}})
     assert tos(changes) == [(None, "Open", "")]

@@ -39,11 +39,31 @@ def test_backoff_doubles_up_to_its_cap_and_clears_on_success() -> None:
     assert backoff.rejected("g", 100.0, "no").retry_at == 101.0
 
 
+def test_withdrawals_retry_at_once_then_double_up_to_their_cap_apart_from_rejections() -> None:
+    """A lost race for the room is normal once; in a row it means the core keeps choosing room
+    the re-check refuses, and each further session would only repeat it."""
+    backoff = BindBackoff(room_base=0.5, room_cap=4.0)
+    assert backoff.withdrawn("g", 100.0, "NoRoom (x)") is None
+    delays = []
+    for _ in range(5):
+        entry = backoff.withdrawn("g", 100.0, "NoRoom (x)")
+        assert entry is not None
+        delays.append(entry.retry_at - 100.0)
+    assert delays == [0.5, 1.0, 2.0, 4.0, 4.0]
+    assert backoff.current(lambda uid: True)["g"].message == "NoRoom (x)"
+    assert backoff.rejected("g", 100.0, "denied").retry_at == 101.0  # its own streak
+    backoff.bound("g")
+    assert not backoff.current(lambda uid: True)
+    assert backoff.withdrawn("g", 100.0, "NoRoom (x)") is None  # a binding ends the streak
+
+
 def test_a_group_that_is_gone_is_forgotten() -> None:
     backoff = BindBackoff()
     backoff.rejected("gone", 0.0, "no")
+    backoff.withdrawn("gone", 0.0, "no")
     backoff.rejected("here", 0.0, "no")
     assert set(backoff.current(lambda uid: uid == "here")) == {"here"}
+    assert backoff.withdrawn("gone", 0.0, "no") is None  # its streak went with it
 
 
 async def test_a_rejected_gang_is_forgotten_told_and_backed_off() -> None:

@@ -81,7 +81,7 @@ def test_foreign_pods_count_on_their_node_but_ours_do_not() -> None:
 def test_assume_then_watch_confirms() -> None:
     h = Harness()
     h.node(node("n1"))
-    h.pod(pod("p"))
+    h.pod(pod("p", gpu=2))
     assert h.cache.assume("uid-p", "n1", (0, 1), now=10.0)
     (t,) = h.cache.snapshot(11.0).tasks
     assert t.status is S.TaskStatus.BOUND
@@ -89,7 +89,7 @@ def test_assume_then_watch_confirms() -> None:
     assert t.gpu_ids == (0, 1)
     assert not h.cache.has_pending_work()
     h.cache.finish_binding("uid-p", 11.0)
-    h.pod(pod("p", node="n1", annotations={"scheduling.sluice.dev/gpu-ids": "0,1"}))
+    h.pod(pod("p", gpu=2, node="n1", annotations={"scheduling.sluice.dev/gpu-ids": "0,1"}))
     assert h.cache.assumed == {}
     (t,) = h.cache.snapshot(12.0).tasks
     assert t.node == "n1"

@@ -27,6 +27,7 @@ def test_pod_requests_sum_containers_take_limits_for_missing_requests_and_max_in
 def test_pod_record_reads_group_alias_and_gpu_ids() -> None:
     raw = pod(
         "p",
+        gpu=2,
         annotations={"scheduling.k8s.io/group-name": "g", "scheduling.sluice.dev/gpu-ids": "4,5"},
     )
     rec = R.pod(raw)
@@ -34,6 +35,20 @@ def test_pod_record_reads_group_alias_and_gpu_ids() -> None:
     assert rec.gpu_ids == (4, 5)
     assert rec.scheduler_name == "sluice"
     assert R.task_status(rec) is S.TaskStatus.PENDING
+
+
+def test_gpu_ids_count_only_as_many_cards_as_the_pod_asks_for() -> None:
+    """The annotations are anyone's to write: a pod holds no card it does not request."""
+
+    def claim(gpu: int, **annotations: str) -> tuple[tuple[int, ...], int]:
+        ann = {f"scheduling.sluice.dev/{k.replace('_', '-')}": v for k, v in annotations.items()}
+        rec = R.pod(pod("p", gpu=gpu, node="n1", annotations=ann))
+        return rec.gpu_ids, rec.gpu_milli
+
+    assert claim(0, gpu_ids="0,1,2,3,4,5,6,7") == ((), 0)  # no GPU request: no card
+    assert claim(2, gpu_ids="3,3,5,6") == ((3, 5), 0)  # each card once, no more than asked
+    assert claim(0, gpu_ids="2,4", gpu_milli="500") == ((2,), 500)  # a share sits on one card
+    assert claim(1, gpu_ids="1", gpu_milli="500") == ((1,), 0)  # a whole card is no share
 
 
 def test_node_translation_and_heartbeat_invisible() -> None:

@@ -19,6 +19,7 @@ from operators.scheduler.session import PoolStatus, SessionResult
 
 from .factories import pod, podgroup
 from .test_cache import Harness
+from .test_status_bookkeeping import merged
 
 P = S.GroupPhase
 
@@ -314,3 +315,69 @@ async def test_an_eviction_is_stamped_on_the_group_once_even_when_its_write_is_i
     writer.write_groups(SessionResult(decisions=(), explanations={}), 2.0, "t3")
     await writer.drain()
     assert not [p for p, _ in api.patches if "/victim/" in p]
+
+
+class StoringApi:
+    """A narrow stand-in for the API server's PodGroup status PATCH: applies the merge patch
+    to what it stores and answers with the object, as the API server does."""
+
+    def __init__(self, statuses: dict[str, dict[str, Any]]) -> None:
+        self.stored = {name: {"status": status} for name, status in statuses.items()}
+
+    async def merge_patch(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        name = path.rsplit("/", 2)[-2]
+        self.stored[name] = merged(self.stored[name], body)
+        return self.stored[name]
+
+
+async def test_a_pass_before_the_eviction_write_comes_back_does_not_restore_the_victims_mark() -> (
+    None
+):
+    """Seen in CI as willevict, evicted, willevict at a receiver: the write that evicts a victim
+    clears its WillEvict mark and stamps lastEviction; a status pass that runs before the watch
+    shows that write (its pods left: the counts changed) must not send the old mark back, and
+    must not take back the stamp. A later real mark is written."""
+    mark = {"role": "WillEvict", "deadline": "2026-11-22T09:00:00Z", "peers": ["ns/urgent"]}
+    before = {"phase": "Running", "running": 2, "pending": 0, "preemption": mark}
+    h = Harness()
+    h.group(podgroup("victim", min_member=2, status=before))
+    h.group(podgroup("urgent", min_member=1, status={"phase": "Inqueue"}))
+    for i in range(2):
+        h.pod(pod(f"victim-{i}", group="victim", node="n1", phase="Running"))
+    api = StoringApi({"victim": dict(before), "urgent": {"phase": "Inqueue"}})
+    fake: Any = api
+    writer = StatusWriter(fake, h.cache, SchedulerMetrics(), concurrency=2)
+    due = (
+        D.Evict("pg-victim", (), D.EvictReason.DELAYED_PREEMPTION_DUE, "due", "pg-urgent"),
+        D.RevertDelayedPreemption(("pg-urgent", "pg-victim"), "deadline reached"),
+    )
+    writer.write_groups(SessionResult(decisions=due, explanations={}), 1.0, "t1")
+    await writer.drain()
+    evicted = api.stored["victim"]["status"]
+    assert "preemption" not in evicted
+    assert evicted["lastEviction"]["time"] == "t1"
+
+    # The pods are leaving; the PodGroup watch still shows the status from before the eviction.
+    for i in range(2):
+        leaving = pod(f"victim-{i}", group="victim", node="n1", phase="Running")
+        leaving["metadata"]["deletionTimestamp"] = "2026-11-22T09:00:01Z"
+        h.pod(leaving)
+    idle = SessionResult(decisions=(), explanations={})
+    writer.write_groups(idle, 2.0, "t2", only={("ns", "victim")})
+    await writer.drain()
+    now = api.stored["victim"]["status"]
+    assert now["running"] == 0  # the pass did write
+    assert "preemption" not in now
+    assert now["lastEviction"]["time"] == "t1"
+
+    # The watch catches up: it is the truth again, and nothing more is written.
+    h.group(podgroup("victim", min_member=2, status=now))
+    writer.write_groups(idle, 3.0, "t3")
+    await writer.drain()
+    assert "pg-victim" not in writer._answered
+    assert api.stored["victim"]["status"] == now
+    # Really marked again (it ran again): written.
+    again = D.MarkWillEvict(victim="pg-victim", preemptor="pg-urgent", deadline=1.8e9)
+    writer.write_groups(SessionResult(decisions=(again,), explanations={}), 4.0, "t4")
+    await writer.drain()
+    assert api.stored["victim"]["status"]["preemption"]["role"] == "WillEvict"
