@@ -6,8 +6,11 @@
    (--max-requests-inflight / --max-mutating-requests-inflight). Every invariant of
    operators/devcluster/invariants.py is checked after each round.
 2. Load: VCJobs submitted at a fixed rate (100/s for 300 s by default) with every operator
-   running: how many were accepted, how many finished (nothing may be dropped), the API
-   server's write rate (its own request counters) and the creation -> bound latency of the pods.
+   running: how many were accepted, how many reached `Completed` (nothing may be left behind),
+   the API server's write rate (its own request counters) and the creation -> bound latency of
+   the pods, followed from watches (never by re-listing every job).
+3. API ceiling: the same VCJobs created as fast as 32 connections go with no operator running,
+   the yardstick for the load's submit rate on the same machine at the same time.
 
 Prints one JSON document with every figure. Long: run it in the background, e.g.
 ``nice make soak > /tmp/sluice-soak.log 2>&1 &``.
@@ -27,6 +30,7 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import urllib3
 from kubernetes import client, watch
 
 from bench.clusters import bench_cluster, bench_parser
@@ -76,73 +80,135 @@ def api_writes(api: client.ApiClient) -> float:
     return sum(float(v) for _, v in WRITES.findall(text))
 
 
+def follow(stop: threading.Event, list_call: Any, *args: Any, seen: Any) -> None:
+    """Calls `seen(object, monotonic time)` for every event of a watch, as raw JSON (kubernetes
+    models would take a core of their own at 100 objects a second); watches again if the
+    stream ends (a re-list replays every object, which `seen` must take as a repeat)."""
+    while not stop.is_set():
+        try:
+            resp = list_call(*args, watch=True, _preload_content=False, timeout_seconds=600)
+            for line in watch.watch.iter_resp_lines(resp):
+                seen(json.loads(line)["object"], time.monotonic())
+                if stop.is_set():
+                    resp.close()
+                    return
+        except (client.ApiException, OSError, ValueError, urllib3.exceptions.HTTPError):
+            time.sleep(1)
+
+
+def vcjob(i: int, template: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{VCJob.group}/{VCJob.version}",
+        "kind": "VCJob",
+        "metadata": {"name": f"l{i:06d}"},
+        "spec": {"tasks": [{"name": "w", "replicas": 1, "template": template}]},
+    }
+
+
+def submit_at(
+    custom: client.CustomObjectsApi,
+    ns: str,
+    rate: float | None,
+    seconds: float,
+    progress: Any = lambda: "",
+) -> tuple[int, int, float]:
+    """VCJobs created at `rate` a second (None: as fast as 32 connections go) for `seconds`:
+    (accepted, refused, seconds until the last answer)."""
+    template = chaos.template(complete="5s")
+    accepted, refused = 0, 0
+    lock = threading.Lock()
+    t0 = time.monotonic()
+
+    def create(i: int) -> None:
+        nonlocal accepted, refused
+        try:
+            custom.create_namespaced_custom_object(
+                VCJob.group, VCJob.version, ns, VCJob.plural, vcjob(i, template)
+            )
+            ok = True
+        except client.ApiException:
+            ok = False
+        with lock:
+            accepted, refused = accepted + ok, refused + (not ok)
+
+    if rate is None:
+        with ThreadPoolExecutor(32) as pool:
+            n = 0
+            while time.monotonic() - t0 < seconds:
+                list(pool.map(create, range(n, n + 32)))
+                n += 32
+        return accepted, refused, time.monotonic() - t0
+    with ThreadPoolExecutor(32) as pool:
+        for i in range(int(rate * seconds)):
+            time.sleep(max(0.0, t0 + i / rate - time.monotonic()))
+            if i % int(rate * 30) == 0:
+                print(
+                    f"load: {time.monotonic() - t0:.0f} s: {accepted} accepted; {progress()}",
+                    flush=True,
+                )
+            pool.submit(create, i)
+    return accepted, refused, time.monotonic() - t0
+
+
 def load(cluster: DevCluster, args: Any, logs: pathlib.Path) -> dict[str, Any]:
     logs.mkdir(parents=True, exist_ok=True)
     api = cluster.api()
     custom, core = client.CustomObjectsApi(api), client.CoreV1Api(api)
     ns = f"load-{uuid.uuid4().hex[:6]}"
     core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=ns)))
-    fleet = chaos.Fleet(pathlib.Path(cluster.kubeconfig), logs, f"load-{ns}")
+    # INFO: at DEBUG, kopf logs every watch event, which at this rate is most of the operators' work.
+    fleet = chaos.Fleet(pathlib.Path(cluster.kubeconfig), logs, f"load-{ns}", log_level="INFO")
     created: dict[str, float] = {}
     bound: dict[str, float] = {}
+    phases: dict[str, str] = {}
     stop = threading.Event()
 
-    def observe() -> None:
-        stream = watch.Watch()
-        for ev in stream.stream(core.list_namespaced_pod, ns, timeout_seconds=0):
-            pod, now = ev["object"], time.monotonic()
-            created.setdefault(pod.metadata.uid, now)
-            if pod.spec.node_name:
-                bound.setdefault(pod.metadata.uid, now)
-            if stop.is_set():
-                stream.stop()
+    def pod_seen(pod: dict[str, Any], now: float) -> None:
+        uid = pod["metadata"]["uid"]
+        created.setdefault(uid, now)
+        if pod["spec"].get("nodeName"):
+            bound.setdefault(uid, now)
 
-    template = chaos.template(complete="5s")
-    submitted, refused = 0, 0
+    def job_seen(job: dict[str, Any], _: float) -> None:
+        phases[job["metadata"]["name"]] = (job.get("status") or {}).get("phase", "")
+
+    def progress() -> str:
+        completed = sum(p == "Completed" for p in list(phases.values()))
+        return f"{len(created)} pods seen, {len(bound)} bound, {completed} jobs completed"
+
     try:
         fleet.start().wait_ready(900)
-        threading.Thread(target=observe, daemon=True).start()
+        print(f"load: operators started in {logs}", flush=True)
+        for target, call in (
+            (pod_seen, core.list_namespaced_pod),
+            (job_seen, custom.list_namespaced_custom_object),
+        ):
+            extra = (VCJob.group, VCJob.version, ns, VCJob.plural) if target is job_seen else (ns,)
+            threading.Thread(
+                target=follow, args=(stop, call, *extra), kwargs={"seen": target}, daemon=True
+            ).start()
         writes0, t0 = api_writes(api), time.monotonic()
-
-        def submit(i: int) -> bool:
-            body = {
-                "apiVersion": f"{VCJob.group}/{VCJob.version}",
-                "kind": "VCJob",
-                "metadata": {"name": f"l{i:06d}"},
-                "spec": {"tasks": [{"name": "w", "replicas": 1, "template": template}]},
-            }
-            try:
-                custom.create_namespaced_custom_object(
-                    VCJob.group, VCJob.version, ns, VCJob.plural, body
-                )
-            except client.ApiException:
-                return False
-            return True
-
-        total = int(args.rate * args.seconds)
-        with ThreadPoolExecutor(32) as pool:
-            futures = []
-            for i in range(total):
-                time.sleep(max(0.0, t0 + i / args.rate - time.monotonic()))
-                futures.append(pool.submit(submit, i))
-            results = [f.result() for f in futures]
-        submit_seconds = time.monotonic() - t0
-        submitted, refused = sum(results), len(results) - sum(results)
-        deadline = time.monotonic() + args.seconds * 3
-        finished = 0
+        submitted, refused, submit_seconds = submit_at(
+            custom, ns, args.rate, args.seconds, progress
+        )
+        deadline = time.monotonic() + max(args.seconds * 3, 600)
+        last = time.monotonic()
+        completed = 0
         while time.monotonic() < deadline:
-            items = custom.list_namespaced_custom_object(
-                VCJob.group, VCJob.version, ns, VCJob.plural
-            )
-            finished = sum(
-                (j.get("status") or {}).get("phase") == "Completed" for j in items["items"]
-            )
-            if finished >= submitted:
+            completed = sum(p == "Completed" for p in list(phases.values()))
+            if completed >= submitted:
                 break
-            time.sleep(5)
+            if time.monotonic() - last >= 30:
+                print(f"load: draining, {time.monotonic() - t0:.0f} s: {progress()}", flush=True)
+                last = time.monotonic()
+            time.sleep(1)
         seconds = time.monotonic() - t0
         writes = api_writes(api) - writes0
         latencies = sorted(bound[u] - created[u] for u in bound if u in created)
+        unfinished: dict[str, int] = {}
+        for phase in phases.values():
+            if phase != "Completed":
+                unfinished[phase or "(none)"] = unfinished.get(phase or "(none)", 0) + 1
     finally:
         stop.set()
         fleet.stop()
@@ -154,12 +220,37 @@ def load(cluster: DevCluster, args: Any, logs: pathlib.Path) -> dict[str, Any]:
         "submitted": submitted,
         "refused": refused,
         "submit_rate": round(submitted / submit_seconds, 1),
-        "completed": finished,
-        "dropped": submitted - finished,
+        "completed": completed,
+        "completed_per_second": round(completed / seconds, 1),
+        "run_seconds": round(seconds, 1),
+        "not_completed": submitted - completed,
+        "not_completed_phases": unfinished,
         "api_writes_per_second": round(writes / seconds, 1),
         "pods_bound": len(latencies),
         "latency_p50_seconds": round(quantiles[49], 2),
         "latency_p99_seconds": round(quantiles[98], 2),
+    }
+
+
+def api_ceiling(cluster: DevCluster, seconds: float) -> dict[str, Any]:
+    """The same VCJobs created as fast as 32 connections go, with no operator running: what the
+    API server alone accepts on this machine, the yardstick for the load's submit rate."""
+    api = cluster.api()
+    custom, core = client.CustomObjectsApi(api), client.CoreV1Api(api)
+    ns = f"ceiling-{uuid.uuid4().hex[:6]}"
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=ns)))
+    try:
+        writes0 = api_writes(api)
+        accepted, refused, took = submit_at(custom, ns, None, seconds)
+        writes = api_writes(api) - writes0
+    finally:
+        core.delete_namespace(ns)
+    return {
+        "seconds": round(took, 1),
+        "accepted": accepted,
+        "refused": refused,
+        "creates_per_second": round(accepted / took, 1),
+        "api_writes_per_second": round(writes / took, 1),
     }
 
 
@@ -172,7 +263,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-slow-round", dest="slow_round", action="store_false")
     parser.add_argument("--rate", type=float, default=100.0, help="job submissions a second")
     parser.add_argument("--seconds", type=float, default=300.0)
-    parser.add_argument("--skip", choices=("faults", "load"), action="append", default=[])
+    parser.add_argument(
+        "--ceiling-seconds",
+        type=float,
+        default=30.0,
+        help="after the load: VCJob creates as fast as they go, no operators (the yardstick)",
+    )
+    parser.add_argument(
+        "--skip", choices=("faults", "load", "ceiling"), action="append", default=[]
+    )
     args = parser.parse_args(argv)
     if args.kubeconfig:
         parser.error("the soak restarts control-plane processes: it starts its own cluster")
@@ -185,9 +284,15 @@ def main(argv: list[str] | None = None) -> int:
             result["fault_rounds"] = fault_rounds(cluster, args, logs)
         if "load" not in args.skip:
             result["load"] = load(cluster, args, logs / "load")
+        if "ceiling" not in args.skip:
+            result["api_ceiling"] = api_ceiling(cluster, args.ceiling_seconds)
     print(json.dumps(result, indent=2), flush=True)
     rounds = result.get("fault_rounds", [])
-    return 1 if any(r["violations"] for r in rounds) or result.get("load", {}).get("dropped") else 0
+    return (
+        1
+        if any(r["violations"] for r in rounds) or result.get("load", {}).get("not_completed")
+        else 0
+    )
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ from kubernetes import client, watch
 from operators.api import labels
 from operators.api.scheduling import PodGroup
 from operators.devcluster import waiting
-from operators.devcluster.processes import free_port
+from operators.devcluster.processes import dies_with_parent, free_port
 
 GPU = "nvidia.com/gpu"
 GPU_IDS = labels.GPU_IDS
@@ -66,7 +66,12 @@ class Scheduler:
         with self.log_path.open("ab") as out:
             out.write(f"\n$ {' '.join(cmd)}\n".encode())
             out.flush()
-            self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+            self.proc = subprocess.Popen(
+                cmd,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                preexec_fn=dies_with_parent(),  # noqa: PLW1509 - see dies_with_parent
+            )
         return self
 
     def get(self, path: str) -> tuple[int, str]:

@@ -24,7 +24,7 @@ from kubernetes import client
 from operators.api import labels as L
 from operators.api.scheduling import PodGroup, Queue
 from operators.devcluster import waiting
-from operators.devcluster.processes import free_port
+from operators.devcluster.processes import dies_with_parent, free_port
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLES = REPO / "manifests" / "samples"
@@ -54,7 +54,12 @@ class Operators:
             "--retry-period-seconds=1",
         ]
         with log_path.open("ab") as out:
-            self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+            self.proc = subprocess.Popen(
+                cmd,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                preexec_fn=dies_with_parent(),  # noqa: PLW1509 - see dies_with_parent
+            )
 
     def log(self, lines: int = 80) -> str:
         text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""

@@ -22,6 +22,8 @@ Defaults every Sluice kopf operator gets (see `kopf_settings`):
   `index`, which persist nothing);
 - log records become Kubernetes Events only from WARNING up (operators post their own Events);
 - listings are paged (`LIST_CHUNK` objects a page), so re-listing 10,000 pods is no memory spike;
+- kopf starts only once API discovery lists every resource it serves (`kopf_discovery`), so an
+  operator started while the API server warms up does not give up on them;
 - the API connection from the same kubeconfig resolution as the scheduler
   (`operators.runtime.kubeconfig.load`), and a `KubeClient` on it for the operator's own writes.
 """
@@ -37,6 +39,7 @@ from typing import Any
 
 import kopf
 
+from operators.controllers import kopf_discovery
 from operators.runtime import kubeconfig, logs, signals
 from operators.runtime.client import KubeClient
 from operators.runtime.httpserver import ProbeServer
@@ -217,9 +220,29 @@ async def run(
     namespaces = _namespaces(settings)
     # Our own probe server instead of kopf's liveness endpoint: the same `/healthz` (alive while
     # the loop answers), plus `/metrics`, on the one port the install already probes.
-    probe = ProbeServer(metrics.registry, alive=lambda: not stop.is_set(), ready=lambda: True)
+    serving = False
+    probe = ProbeServer(metrics.registry, alive=lambda: not stop.is_set(), ready=lambda: serving)
     if settings.health_port:
         await probe.start(settings.health_host, settings.health_port)
+    # kopf resolves its resources from discovery once: started while the API server warms up
+    # (CRD groups missing or 503), it would never serve them (see kopf_discovery).
+    unsubscribe = signals.on_stop_signal(stop.set)
+    try:
+        discovered = await kopf_discovery.wait_until_discovered(
+            client, kopf_discovery.served_selectors(registry), stop, operator=operator.name
+        )
+    except asyncio.CancelledError:
+        await client.close()
+        await probe.stop()
+        raise
+    finally:
+        unsubscribe()
+    if not discovered:
+        await client.close()
+        await probe.stop()
+        log.info("operator %s stopped before it started", operator.name)
+        return 0
+    serving = True
     tasks = await kopf.spawn_tasks(
         registry=registry,
         settings=kopf_settings(operator, settings),

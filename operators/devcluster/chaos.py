@@ -257,7 +257,7 @@ class Fleet:
     """The operators as subprocesses, restarted when they die (a supervisor, like a Deployment),
     except while a fault holds one down."""
 
-    def __init__(self, kubeconfig: Path, logs: Path, lease: str) -> None:
+    def __init__(self, kubeconfig: Path, logs: Path, lease: str, log_level: str = "DEBUG") -> None:
         self.procs: dict[str, OperatorProcess] = {}
         lease_flags = (
             f"--lease-name={lease}",
@@ -276,6 +276,7 @@ class Fleet:
                 "--half-bound-grace-seconds=10",
                 *lease_flags,
                 log_name=ident,
+                log_level=log_level,
             )
         for name in OPERATORS:
             extra = (
@@ -284,7 +285,7 @@ class Fleet:
                 else ()
             )
             self.procs[name] = OperatorProcess(
-                name, kubeconfig, logs, f"--{name}-health-port=0", *extra
+                name, kubeconfig, logs, f"--{name}-health-port=0", *extra, log_level=log_level
             )
         self.held: set[str] = set()
         self.restarts = 0
@@ -306,7 +307,7 @@ class Fleet:
         marks |= dict.fromkeys(SCHEDULERS, "caches synced")
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            waiting = [n for n, mark in marks.items() if mark not in self.procs[n].log(100000)]
+            waiting = [n for n, mark in marks.items() if not self.procs[n].said(mark)]
             if not waiting:
                 return
             time.sleep(0.5)

@@ -15,13 +15,22 @@ from operators.devcluster.processes import dies_with_parent
 
 class OperatorProcess:
     def __init__(
-        self, name: str, kubeconfig: Path, log_dir: Path, *flags: str, log_name: str = ""
+        self,
+        name: str,
+        kubeconfig: Path,
+        log_dir: Path,
+        *flags: str,
+        log_name: str = "",
+        log_level: str = "DEBUG",
     ) -> None:
         self.name = name
+        self.log_level = log_level
         self.kubeconfig = kubeconfig
         self.log_path = log_dir / f"{log_name or name}.log"
         self.flags = list(flags)
         self.proc: subprocess.Popen[bytes] | None = None
+        self._read_to = 0  # `said`: bytes of the log already searched
+        self._said: set[str] = set()
 
     def start(self) -> OperatorProcess:
         cmd = [
@@ -30,7 +39,7 @@ class OperatorProcess:
             "operators",
             self.name,
             f"--kubeconfig={self.kubeconfig}",
-            "--log-level=DEBUG",
+            f"--log-level={self.log_level}",
             *self.flags,
         ]
         with self.log_path.open("ab") as out:
@@ -62,3 +71,20 @@ class OperatorProcess:
     def log(self, lines: int = 80) -> str:
         text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
         return "\n".join(text.splitlines()[-lines:])
+
+    def said(self, text: str) -> bool:
+        """Whether the log (of any run so far) contains `text`. Reads only what was appended since
+        the last call: a DEBUG log of a large cluster grows by hundreds of lines a second, so a
+        start-up mark soon leaves any tail of it and re-reading it whole costs seconds."""
+        if text in self._said:
+            return True
+        if not self.log_path.exists():
+            return False
+        with self.log_path.open("rb") as f:
+            start = max(0, self._read_to - len(text.encode()))
+            f.seek(start)
+            chunk = f.read()
+        self._read_to = start + len(chunk)
+        if text.encode() in chunk:
+            self._said.add(text)
+        return text in self._said
