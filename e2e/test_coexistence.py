@@ -176,14 +176,18 @@ def sluice_at_fault(ob: Overbinding, seen: dict[str, int], allocatable: dict[str
 
 
 @contextlib.contextmanager
-def labelled_nodes(core: client.CoreV1Api, count: int) -> Iterator[dict[str, dict[str, float]]]:
-    """`count` idle GPU nodes labelled for this test -> their allocatable."""
+def labelled_nodes(
+    core: client.CoreV1Api, count: int, value: str
+) -> Iterator[dict[str, dict[str, float]]]:
+    """`count` idle GPU nodes labelled `LABEL=value` -> their allocatable. Each test labels with
+    its namespace: a pod left from an earlier test (its namespace still terminating) must not
+    match the next test's nodes."""
     wait_for(lambda: len(set(gpu_node_names(core)) - busy_gpu_nodes(core)) >= count, 45, "idle")
     names = sorted(set(gpu_node_names(core)) - busy_gpu_nodes(core))[:count]
     out = {}
     try:
         for n in names:
-            core.patch_node(n, {"metadata": {"labels": {LABEL: "yes"}}})
+            core.patch_node(n, {"metadata": {"labels": {LABEL: value}}})
             alloc = core.read_node(n).status.allocatable
             out[n] = {k: float(parse_quantity(alloc[k])) for k in RESOURCES}
         yield out
@@ -214,10 +218,10 @@ def sluice(cluster: DevCluster, tmp_path_factory: pytest.TempPathFactory) -> Ite
         sys.stderr.write(f"\n----- {sched.log_path} -----\n{sched.log(200)}\n")
 
 
-def _pod(name: str, gpus: int, scheduler: str) -> dict[str, Any]:
+def _pod(name: str, gpus: int, scheduler: str, namespace: str) -> dict[str, Any]:
     body = pod(name, gpus, cpu=CPU_PER_POD, annotations={"sluice.dev/complete-after": "4s"})
     body["spec"]["schedulerName"] = scheduler
-    body["spec"]["nodeSelector"] = {LABEL: "yes"}
+    body["spec"]["nodeSelector"] = {LABEL: namespace}
     body["spec"]["containers"][0]["resources"]["requests"]["memory"] = "8Gi"
     return body
 
@@ -247,7 +251,7 @@ def test_pods_other_schedulers_bound_are_counted_card_by_card(
     re-check withdrew it every time: never reported Unschedulable) and before 7f7eebf (run at
     14be25a, no re-check: the 4-GPU pod was bound beside the 3-GPU one, 12 GPUs on the node)."""
     sched = sluice
-    with labelled_nodes(core, 1) as nodes:
+    with labelled_nodes(core, 1, namespace) as nodes:
         node = next(iter(nodes))
         daemon = pod("daemon", 1, cpu="40", annotations={GPU_IDS: "0"})
         daemon["spec"]["schedulerName"] = "default-scheduler"
@@ -255,14 +259,14 @@ def test_pods_other_schedulers_bound_are_counted_card_by_card(
         core.create_namespaced_pod(namespace, daemon)
         kube = pod("kube", 4, cpu="40")
         kube["spec"]["schedulerName"] = "default-scheduler"
-        kube["spec"]["nodeSelector"] = {LABEL: "yes"}
+        kube["spec"]["nodeSelector"] = {LABEL: namespace}
         core.create_namespaced_pod(namespace, kube)
         wait_for(lambda: len(bound(core, namespace)) == 2, 60, "kube-scheduler bound its pod")
         sched.wait_ready()
 
         def on_node(name: str, gpus: int, cpu: str) -> None:
             body = pod(name, gpus, cpu=cpu)
-            body["spec"]["nodeSelector"] = {LABEL: "yes"}
+            body["spec"]["nodeSelector"] = {LABEL: namespace}
             core.create_namespaced_pod(namespace, body)
 
         on_node("fits", 3, "8")
@@ -302,12 +306,14 @@ def test_beside_kube_scheduler_under_load_sluice_never_binds_into_room_it_saw_ta
     a run in which the schedulers happen not to collide passes anywhere; the deterministic
     regression test is the one above."""
     sluice.wait_ready()
-    with labelled_nodes(core, NODES) as nodes:
+    with labelled_nodes(core, NODES, namespace) as nodes:
         checker = Overcommit(core, namespace, nodes)
         try:
             for i in range(PER_SCHEDULER):
-                core.create_namespaced_pod(namespace, _pod(f"kube-{i}", i % 2, "default-scheduler"))
-                core.create_namespaced_pod(namespace, _pod(f"sluice-{i}", 1, "sluice"))
+                core.create_namespaced_pod(
+                    namespace, _pod(f"kube-{i}", i % 2, "default-scheduler", namespace)
+                )
+                core.create_namespaced_pod(namespace, _pod(f"sluice-{i}", 1, "sluice", namespace))
 
             def all_done() -> bool:
                 done = [p for p in list(checker.pods.values()) if p.status.phase == "Succeeded"]
@@ -330,6 +336,8 @@ def test_beside_kube_scheduler_under_load_sluice_never_binds_into_room_it_saw_ta
         rivals = [b for b, _ in ob.others if b.scheduler != ob.binding.scheduler]
         last = max(rivals, key=lambda b: b.rv, default=None)
         gap = f"{ob.binding.at - last.at:.3f} s after {last.pod}" if last else "no rival"
+        if last and ob.binding.scheduler == "sluice":
+            gap += f" (bound at rv {last.rv}; Sluice's watch was at rv {seen[ob.binding.pod]})"
         races.append(f"{line}; {ob.binding.scheduler} bound last, {gap}")
     print(f"overcommits: {len(faults)} Sluice's fault, {len(races)} races", *races, sep="\n")
     assert not faults, "\n".join(faults + races)
