@@ -61,18 +61,25 @@ def full_cluster(nodes: int, running: int, pending: int, queues: int = len(LEAVE
 
 def measure(
     snapshot: Snapshot, repeats: int, configs: dict[str, SessionConfig]
-) -> dict[str, tuple[float, float, dict[str, float], int]]:
-    """Per arm: (median wall s, fastest wall s, phases of the last run, decisions of the last
-    run). The arms run alternately, run by run, so all see the same neighbours."""
+) -> dict[str, tuple[float, float, float, dict[str, float], int]]:
+    """Per arm: (median wall s, fastest wall s, median CPU s, phases of the last run in CPU
+    s, decisions of the last run). The arms run alternately, run by run, so all see the same
+    neighbours. CPU time (this process's) is what a session costs whatever the machine's load;
+    wall time is what a user waits on this machine now."""
     walls: dict[str, list[float]] = {arm: [] for arm in configs}
+    cpus: dict[str, list[float]] = {arm: [] for arm in configs}
     last: dict[str, tuple[dict[str, float], int]] = {}
     for _ in range(repeats):
         for arm, config in configs.items():
-            start = time.perf_counter()
-            result = run_session(snapshot, replace(config, timer=time.perf_counter))
+            start, cpu = time.perf_counter(), time.process_time()
+            result = run_session(snapshot, replace(config, timer=time.process_time))
+            cpus[arm].append(time.process_time() - cpu)
             walls[arm].append(time.perf_counter() - start)
             last[arm] = (dict(result.timings), len(result.decisions))
-    return {arm: (statistics.median(w), min(w), *last[arm]) for arm, w in walls.items()}
+    return {
+        arm: (statistics.median(w), min(w), statistics.median(cpus[arm]), *last[arm])
+        for arm, w in walls.items()
+    }
 
 
 ARMS = {
@@ -120,11 +127,12 @@ def main(argv: list[str] | None = None) -> None:
         f"one-pod groups in {args.queues} queue(s); actions {args.actions}; load {load:.1f} at start, "
         f"{os.getloadavg()[0]:.1f} at end; yardstick {yard:.3f} s"
     )
-    for arm, (median, best, phases, decisions) in results.items():
+    for arm, (median, best, cpu, phases, decisions) in results.items():
         parts = ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in phases.items())
         print(
-            f"{arm}: session wall s median {median:.3f}, min {best:.3f} (of {args.repeats}); "
-            f"decisions {decisions}\n  phases (last run): {parts}"
+            f"{arm}: session wall s median {median:.3f}, min {best:.3f}; CPU s median "
+            f"{cpu:.3f} (of {args.repeats}); decisions {decisions}\n"
+            f"  phases (last run, CPU): {parts}"
         )
     if len(configs) > 1:
         print(f"decisions identical across arms: {same}")

@@ -127,19 +127,7 @@ def _execute(snapshot: Snapshot, config: SessionConfig) -> SessionResult:
         return now
 
     start = timer() if timer is not None else None
-    state = SessionState(snapshot, config)
-    ext = Extensions()
-    for _, register in PLUGIN_ORDER:
-        register(state, ext)
-    ext.scorers.extend(make(state) for make in config.scorers)
-    ext.card_pickers[:0] = [make(state) for make in config.card_pickers]
-    ssn = Session(
-        state=state,
-        ext=ext,
-        config=config,
-        views=ShapeViews(state, ext),
-        reservations=Reservations(state, ext, config.max_reservations),
-    )
+    ssn = open_session(snapshot, config)
     start = lap("open", start)
     stale.run(ssn)
     for action in config.actions:
@@ -148,6 +136,23 @@ def _execute(snapshot: Snapshot, config: SessionConfig) -> SessionResult:
     result = close(ssn, timings)
     lap("close", start)
     return result
+
+
+def open_session(snapshot: Snapshot, config: SessionConfig) -> Session:
+    """Phases 1 and 2: the session state over ``snapshot`` with every plugin registered."""
+    state = SessionState(snapshot, config)
+    ext = Extensions()
+    for _, register in PLUGIN_ORDER:
+        register(state, ext)
+    ext.scorers.extend(make(state) for make in config.scorers)
+    ext.card_pickers[:0] = [make(state) for make in config.card_pickers]
+    return Session(
+        state=state,
+        ext=ext,
+        config=config,
+        views=ShapeViews(state, ext),
+        reservations=Reservations(state, ext, config.max_reservations),
+    )
 
 
 def close(ssn: Session, timings: dict[str, float]) -> SessionResult:

@@ -179,6 +179,10 @@ class SessionState:
         self.victim_cache: dict[str, tuple[int, list[VictimUnit]]] = {}
         # Candidates in victim order per scope, shared by the session's preemptors (eviction.py).
         self.victim_orders: dict[tuple[object, int], VictimOrder] = {}
+        # (len(touched), preemptor keys with no eligible victim then) (eviction.py).
+        self.no_victims: tuple[int, set[tuple[object, ...]]] = (0, set())
+        # Group uids named as preemptor by a WillEvict mark (eviction.py; computed once).
+        self.mark_named: set[str] | None = None
 
         self.groups: list[GroupInfo] = []
         self.group_by_uid: dict[str, GroupInfo] = {}

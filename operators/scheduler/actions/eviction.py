@@ -29,12 +29,12 @@ from operators.scheduler.decisions import (
 )
 from operators.scheduler.framework import Purpose, VictimUnit, Vote
 from operators.scheduler.placement import place_group_tasks
-from operators.scheduler.snapshot import TaskStatus
+from operators.scheduler.snapshot import PreemptionRole, TaskStatus
 from operators.scheduler.state import Placement, complete_minimum
 from operators.scheduler.statement import Statement
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable
+    from collections.abc import Callable, Iterable, Iterator
 
     from numpy.typing import NDArray
 
@@ -314,6 +314,45 @@ def _units_of(state: SessionState, h: GroupInfo) -> list[VictimUnit]:
     return units
 
 
+def _no_victims(state: SessionState) -> set[tuple[object, ...]]:
+    """Preemptor keys that found no eligible victim while holdings stayed as they are now."""
+    version, keys = state.no_victims
+    if version != len(state.touched):
+        keys = set()
+        state.no_victims = (len(state.touched), keys)
+    return keys
+
+
+def _no_victims_key(
+    state: SessionState, g: GroupInfo, purpose: Purpose
+) -> tuple[object, ...] | None:
+    """What "has ``g`` any eligible victim" reads of ``g``, or None when it reads ``g`` itself.
+
+    The victim filters and prechecks read the preemptor's queue, pool, priority, tenant right to
+    preempt, overcommit flag and gang minimum (quota, pool, priority plugins); everything else
+    they read is session state that only moves with holdings (``touched``) or, like
+    ``preemption_done``, only ever turns units ineligible. So a group equivalent to one that
+    found no victim finds none either. Not for a group holding something (its own units are
+    skipped) or one named by a WillEvict mark (that victim is eligible for it alone).
+    """
+    if g.held_count > 0 or not state.config.victim_order_cache:
+        return None
+    named = state.mark_named
+    if named is None:
+        named = state.mark_named = {
+            m.peers[0]
+            for h in state.groups
+            if (m := h.pg.preemption) is not None
+            and m.role == PreemptionRole.WILL_EVICT
+            and m.peers
+        }
+    if g.uid in named:
+        return None
+    pg = g.pg
+    need = state.min_resources(g).tobytes()
+    return (purpose, g.queue, g.pool, g.priority, g.can_preempt, pg.overcommit, need)
+
+
 def grace_of(ssn: Session, g: GroupInfo) -> float:
     if g.pg.preemption_grace is not None:
         return max(g.pg.preemption_grace, 0.0)
@@ -347,6 +386,9 @@ def make_room(
     need = np.sum([t.req for t in tasks], axis=0)
     if not ext.victims_possible(g, purpose):
         return RoomOutcome(False, [], message="no job may be preempted for it")
+    memo_key = _no_victims_key(state, g, purpose) if only is None else None
+    if memo_key is not None and memo_key in _no_victims(state):
+        return RoomOutcome(False, [], message="no job may be preempted for it")
     # Candidates in victim order; whether each is a victim for ``g`` is asked once, when a
     # search first reaches it (the answer does not depend on when: searches put back what
     # they try).
@@ -376,6 +418,8 @@ def make_room(
         return found
 
     if not any(eligible(u) for u in ordered):
+        if memo_key is not None:
+            _no_victims(state).add(memo_key)
         return RoomOutcome(False, [], message="no job may be preempted for it")
     if reason is None:
         reason = EvictReason.PREEMPTED if purpose is Purpose.PREEMPT else EvictReason.RECLAIMED
@@ -386,14 +430,16 @@ def make_room(
     for node_set in node_sets:
         # The bound on victims (session time) applies to those that could help here, so
         # many that cannot (e.g. CPU pods for a GPU job) never hide one that can.
-        helpful = _relevant(
+        helpful = _Relevant(
             state, ordered, eligible, node_set.mask, need, config.max_victims_per_preemptor
         )
-        considered = max(considered, len(helpful))
-        if not helpful:
+        if helpful.empty():
             continue
         chosen = _search(ssn, g, tasks, need, helpful, node_set, reason, purpose)
         if chosen is None:
+            for _ in helpful:  # the message counts every helpful unit, read or not
+                pass
+            considered = max(considered, helpful.count)
             continue
         victims, stmt = chosen
         grace = max((grace_of(ssn, u.group) for u in victims), default=0.0)
@@ -416,38 +462,63 @@ def make_room(
     )
 
 
-def _relevant(
-    state: SessionState,
-    units: list[VictimUnit],
-    eligible: Callable[[VictimUnit], bool],
-    mask: NDArray[np.bool_],
-    need: NDArray[np.float64],
-    limit: int,
-) -> list[VictimUnit]:
+class _Relevant:
     """The first ``limit`` eligible units holding, on ``mask``, some of what the gang lacks
-    there (every resource it asks for when the room adds up but is fragmented)."""
-    if limit <= 0:
-        return []
-    room = np.maximum(state.free[mask], 0.0).sum(axis=0)
-    short = need > room + _EPS
-    if not short.any():
-        short = need > 0
-    helps: dict[int, bool] = {}  # per request vector: replicas of one shape share one
-    out: list[VictimUnit] = []
-    for u in units:
-        for t in u.tasks:
-            if not t.held or t.evicted or t.node < 0 or not mask[t.node]:
-                continue
-            found = helps.get(id(t.req))
-            if found is None:
-                found = helps[id(t.req)] = bool((t.req[short] > 0).any())
-            if found:
-                if eligible(u):
-                    out.append(u)
-                break
-        if len(out) >= limit:
-            break
-    return out
+    there (every resource it asks for when the room adds up but is fragmented), in order.
+
+    Lazy: a search usually stops at its first few units, so the victim filters are asked only
+    as far as it reads (answers do not depend on when: a search puts back what it tries before
+    reading on). ``count`` is how many were handed out so far.
+    """
+
+    __slots__ = ("_eligible", "_helps", "_it", "_limit", "_mask", "_next", "_short", "count")
+
+    def __init__(
+        self,
+        state: SessionState,
+        units: list[VictimUnit],
+        eligible: Callable[[VictimUnit], bool],
+        mask: NDArray[np.bool_],
+        need: NDArray[np.float64],
+        limit: int,
+    ) -> None:
+        room = np.maximum(state.free[mask], 0.0).sum(axis=0)
+        short = need > room + _EPS
+        self._short = short if short.any() else need > 0
+        self._helps: dict[int, bool] = {}  # per request vector: replicas of one shape share one
+        self._eligible, self._mask, self._limit = eligible, mask, limit
+        self._it = iter(units)
+        self._next: VictimUnit | None = None
+        self.count = 0
+
+    def _find(self) -> VictimUnit | None:
+        if self.count >= self._limit:
+            return None
+        helps, short, mask = self._helps, self._short, self._mask
+        for u in self._it:
+            for t in u.tasks:
+                if not t.held or t.evicted or t.node < 0 or not mask[t.node]:
+                    continue
+                found = helps.get(id(t.req))
+                if found is None:
+                    found = helps[id(t.req)] = bool((t.req[short] > 0).any())
+                if found:
+                    if self._eligible(u):
+                        return u
+                    break
+        return None
+
+    def empty(self) -> bool:
+        if self._next is None:
+            self._next = self._find()
+        return self._next is None
+
+    def __iter__(self) -> Iterator[VictimUnit]:
+        while not self.empty():
+            unit, self._next = self._next, None
+            assert unit is not None
+            self.count += 1
+            yield unit
 
 
 def _search(
@@ -455,7 +526,7 @@ def _search(
     g: GroupInfo,
     tasks: list[TaskInfo],
     need: NDArray[np.float64],
-    units: list[VictimUnit],
+    units: Iterable[VictimUnit],
     node_set: NodeSet,
     reason: EvictReason,
     purpose: Purpose,
