@@ -22,7 +22,7 @@ import time
 from dataclasses import replace
 
 from bench.core import build_nodes, build_queues, first_fit_yardstick
-from operators.scheduler import SessionConfig, run_session
+from operators.scheduler import SessionConfig, SessionMemo, run_session
 from operators.scheduler.session import DEFAULT_ACTIONS, ActionName
 from operators.scheduler.snapshot import GroupPhase, PodGroup, Snapshot, Task, TaskStatus
 
@@ -60,7 +60,7 @@ def full_cluster(nodes: int, running: int, pending: int, queues: int = len(LEAVE
 
 
 def measure(
-    snapshot: Snapshot, repeats: int, configs: dict[str, SessionConfig]
+    snapshot: Snapshot, repeats: int, configs: dict[str, SessionConfig], memo: bool = True
 ) -> dict[str, tuple[float, float, float, dict[str, float], int]]:
     """Per arm: (median wall s, fastest wall s, median CPU s, phases of the last run in CPU
     s, decisions of the last run). The arms run alternately, run by run, so all see the same
@@ -69,10 +69,15 @@ def measure(
     walls: dict[str, list[float]] = {arm: [] for arm in configs}
     cpus: dict[str, list[float]] = {arm: [] for arm in configs}
     last: dict[str, tuple[dict[str, float], int]] = {}
+    # One memo per arm, as the live loop keeps one: the first (untimed) session fills it,
+    # as the live loop's previous session did.
+    memos = {arm: SessionMemo() if memo else None for arm in configs}
+    for arm, config in configs.items():
+        run_session(snapshot, config, memos[arm])
     for _ in range(repeats):
         for arm, config in configs.items():
             start, cpu = time.perf_counter(), time.process_time()
-            result = run_session(snapshot, replace(config, timer=time.process_time))
+            result = run_session(snapshot, replace(config, timer=time.process_time), memos[arm])
             cpus[arm].append(time.process_time() - cpu)
             walls[arm].append(time.perf_counter() - start)
             last[arm] = (dict(result.timings), len(result.decisions))
@@ -113,6 +118,11 @@ def main(argv: list[str] | None = None) -> None:
         help=f"comma-separated variants run alternately: {', '.join(ARMS)} (A/B of the victim "
         "order kept across preemptors; decisions are compared)",
     )
+    parser.add_argument(
+        "--no-memo",
+        action="store_true",
+        help="open every session from scratch (no SessionMemo kept across sessions)",
+    )
     args = parser.parse_args(argv)
     actions = tuple(ActionName(a) for a in args.actions.split(","))
     configs = {arm: replace(ARMS[arm], actions=actions) for arm in args.arms.split(",")}
@@ -120,11 +130,12 @@ def main(argv: list[str] | None = None) -> None:
     load = os.getloadavg()[0]
     outcomes = {arm: run_session(snap, config).decisions for arm, config in configs.items()}
     same = all(d == next(iter(outcomes.values())) for d in outcomes.values())
-    results = measure(snap, args.repeats, configs)
+    results = measure(snap, args.repeats, configs, memo=not args.no_memo)
     yard = statistics.median(first_fit_yardstick(snap)[0] for _ in range(args.repeats))
     print(
         f"full cluster: {args.nodes} nodes, {args.running} running + {args.pending} pending "
-        f"one-pod groups in {args.queues} queue(s); actions {args.actions}; load {load:.1f} at start, "
+        f"one-pod groups in {args.queues} queue(s); actions {args.actions}; "
+        f"{'no memo' if args.no_memo else 'memo kept across sessions'}; load {load:.1f} at start, "
         f"{os.getloadavg()[0]:.1f} at end; yardstick {yard:.3f} s"
     )
     for arm, (median, best, cpu, phases, decisions) in results.items():

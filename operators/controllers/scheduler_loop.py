@@ -32,7 +32,7 @@ from operators.runtime.leader import LeaderElector, LeaseConfig
 from operators.runtime.metrics import SchedulerMetrics
 from operators.runtime.settings import SchedulerSettings
 from operators.runtime.usage import UsageBook
-from operators.scheduler import SessionConfig, SessionResult, run_session
+from operators.scheduler import SessionConfig, SessionMemo, SessionResult, run_session
 from operators.scheduler import decisions as D
 from operators.scheduler import snapshot as S
 from operators.scheduler.actions import stale
@@ -69,6 +69,9 @@ class SchedulerOperator:
             s.usage_write_seconds,
         )
         self._last_result: SessionResult | None = None
+        # What session open derived from the cache's objects, reused by the next session for
+        # every object the cache did not rebuild (sessions run one at a time).
+        self._memo = SessionMemo()
         # Cache changes seen (any kind), and their count when the last session took its
         # snapshot: the safety tick skips a session over an unchanged cache.
         self._changes = 0
@@ -441,7 +444,7 @@ class SchedulerOperator:
             loop.call_soon_threadsafe(early, binds)
 
         config = self.session_config(on_bind)
-        result = await asyncio.to_thread(run_session, snap, config)
+        result = await asyncio.to_thread(run_session, snap, config, self._memo)
         t2 = time.perf_counter()
         self._last_result = result
         if not self.leading():

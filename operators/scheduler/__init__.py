@@ -7,7 +7,8 @@ Public API: build a :class:`~operators.scheduler.snapshot.Snapshot`, call
 Where things are:
 
 * ``snapshot.py`` (input), ``decisions.py`` (output), ``session.py`` (config and result
-  types), ``engine.py`` (``run_session``: open -> actions -> close);
+  types), ``engine.py`` (``run_session``: open -> actions -> close), ``memo.py`` (what
+  session open derives, kept across sessions);
 * ``framework.py`` - extension points and their combination rules; ``context.py`` - what an
   action receives; ``statement.py`` - gang transactions; ``phases.py`` - the group phase table;
 * ``state.py`` - the session's mutable view; ``nodes.py`` - per-node arrays; ``queues.py`` - the
@@ -18,6 +19,7 @@ Where things are:
 """
 
 from operators.scheduler.engine import run_session
+from operators.scheduler.memo import SessionMemo
 from operators.scheduler.session import (
     ActionName,
     PoolStatus,
@@ -31,6 +33,7 @@ __all__ = [
     "PoolStatus",
     "QueueStatus",
     "SessionConfig",
+    "SessionMemo",
     "SessionResult",
     "run_session",
 ]

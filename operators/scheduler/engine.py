@@ -68,6 +68,7 @@ from operators.scheduler.statement import AllocateOp, EvictOp
 if TYPE_CHECKING:
     from numpy.typing import NDArray
 
+    from operators.scheduler.memo import SessionMemo
     from operators.scheduler.snapshot import Snapshot
 
 PluginRegister = Callable[[SessionState, Extensions], object]
@@ -97,25 +98,34 @@ ACTIONS: dict[ActionName, Callable[[Session], None]] = {
 }
 
 
-def run_session(snapshot: Snapshot, config: SessionConfig | None = None) -> SessionResult:
-    """Run one scheduling session over ``snapshot`` and return what to do."""
-    return execute(snapshot, config or SessionConfig())
+def run_session(
+    snapshot: Snapshot, config: SessionConfig | None = None, memo: SessionMemo | None = None
+) -> SessionResult:
+    """Run one scheduling session over ``snapshot`` and return what to do.
+
+    ``memo``: pass the same one to every session of a caller that runs one after another (the
+    live loop, a simulator): session open then reuses what it derived from the snapshot objects
+    it saw before (memo.py). The result is the same with or without it.
+    """
+    return execute(snapshot, config or SessionConfig(), memo)
 
 
-def execute(snapshot: Snapshot, config: SessionConfig) -> SessionResult:
+def execute(
+    snapshot: Snapshot, config: SessionConfig, memo: SessionMemo | None = None
+) -> SessionResult:
     # A session allocates many short-lived objects and creates no reference cycles that
     # outlive it; the cyclic collector would only rescan the (large, immutable) snapshot over
     # and over. Pause it for the session and restore the caller's setting afterwards.
     paused = gc.isenabled()
     gc.disable()
     try:
-        return _execute(snapshot, config)
+        return _execute(snapshot, config, memo)
     finally:
         if paused:
             gc.enable()
 
 
-def _execute(snapshot: Snapshot, config: SessionConfig) -> SessionResult:
+def _execute(snapshot: Snapshot, config: SessionConfig, memo: SessionMemo | None) -> SessionResult:
     timer = config.timer
     timings: dict[str, float] = {}
 
@@ -127,7 +137,7 @@ def _execute(snapshot: Snapshot, config: SessionConfig) -> SessionResult:
         return now
 
     start = timer() if timer is not None else None
-    ssn = open_session(snapshot, config)
+    ssn = open_session(snapshot, config, memo)
     start = lap("open", start)
     stale.run(ssn)
     for action in config.actions:
@@ -138,9 +148,11 @@ def _execute(snapshot: Snapshot, config: SessionConfig) -> SessionResult:
     return result
 
 
-def open_session(snapshot: Snapshot, config: SessionConfig) -> Session:
+def open_session(
+    snapshot: Snapshot, config: SessionConfig, memo: SessionMemo | None = None
+) -> Session:
     """Phases 1 and 2: the session state over ``snapshot`` with every plugin registered."""
-    state = SessionState(snapshot, config)
+    state = SessionState(snapshot, config, memo)
     ext = Extensions()
     for _, register in PLUGIN_ORDER:
         register(state, ext)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from operators.scheduler.decisions import Explanation
+from operators.scheduler.memo import Derived, GroupStatic, SessionMemo
 from operators.scheduler.nodes import NodeIndex
 from operators.scheduler.queues import QueueTree
 from operators.scheduler.resources import ResourceSpace
@@ -49,11 +50,6 @@ class Placement(enum.IntEnum):
     NONE = 0
     BIND = 1  # room is idle now: bind
     NOMINATE = 2  # room is being freed by evictions: hold it (nominatedNodeName)
-
-
-# What a TaskInfo derives from its Task: (req, gpu cards, gpu milli, shape, pool, replica
-# priority, dims); shared by replicas that share their request objects.
-_Derived = tuple["NDArray[np.float64]", int, int, tuple[object, ...], int, int, tuple[int, ...]]
 
 
 @dataclass(slots=True, eq=False)
@@ -139,7 +135,11 @@ class GroupInfo:
 
 
 class SessionState:
-    def __init__(self, snapshot: Snapshot, config: SessionConfig) -> None:
+    def __init__(
+        self, snapshot: Snapshot, config: SessionConfig, memo: SessionMemo | None = None
+    ) -> None:
+        """``memo``: what earlier sessions derived from the same snapshot objects (memo.py);
+        without one, everything is derived afresh."""
         self.snapshot = snapshot
         self.config = config
         self.now = snapshot.now
@@ -151,6 +151,15 @@ class SessionState:
         self.space = ResourceSpace(names)
         self.nodes = NodeIndex(snapshot.nodes, snapshot.pools, snapshot.topology, self.space)
         self.queues = QueueTree(snapshot.queues, self.space)
+        self.memo = memo if memo is not None else SessionMemo()
+        self.memo.open(
+            (
+                self.space.names,
+                self.nodes.pool_names,
+                tuple(self.queues.names),
+                tuple(spec.tenants for spec in self.queues.specs),
+            )
+        )
         self.free: NDArray[np.float64] = self.nodes.capacity.copy()
         self.gpu_free: NDArray[np.float64] = self.nodes.gpu_capacity.copy()
         # Whole free cards per node, kept in step with gpu_free (hot in fit checks).
@@ -199,8 +208,6 @@ class SessionState:
 
         self.tasks: list[TaskInfo] = []
         self.releasing: dict[int, int] = {}  # node -> pods still terminating there
-        self._vectors: dict[tuple[object, ...], tuple[NDArray[np.float64], tuple[int, ...]]] = {}
-        self._shapes: dict[tuple[object, ...], tuple[object, ...]] = {}
         self._by_identity: dict[
             int, tuple[object, int, tuple[object, ...], NDArray[np.float64], tuple[int, ...]]
         ] = {}
@@ -241,6 +248,7 @@ class SessionState:
                     self.queues.demand[g.queue] += np.sum([t.req for t in waiting], axis=0)
             if not g.tasks and g.pg.phase == GroupPhase.PENDING:
                 self.queues.demand[g.queue] += self.min_resources(g)
+        self.memo.close()
         total = self.nodes.capacity[self.nodes.schedulable].sum(axis=0)
         self.cluster_total: NDArray[np.float64] = total
         self.queues.compute_deserved(total)
@@ -318,6 +326,25 @@ class SessionState:
         t.gpu_ids = ids
 
     def _group_info(self, pg: PodGroup, index: int) -> GroupInfo:
+        static = self.memo.group(pg)
+        if static is None:
+            static = self._group_static(pg)
+            self.memo.keep_group(pg, static)
+        queue, pool, priority, can_preempt, role_min, role_priority, elastic = static
+        return GroupInfo(
+            pg=pg,
+            index=index,
+            queue=queue,
+            pool=pool,
+            priority=priority,
+            can_preempt=can_preempt,
+            role_min=role_min,
+            role_priority=role_priority,
+            elastic=elastic,
+            phase=pg.phase,
+        )
+
+    def _group_static(self, pg: PodGroup) -> GroupStatic:
         queue = self.queues.position.get(pg.queue)
         if queue is None:
             queue = -1
@@ -333,25 +360,26 @@ class SessionState:
         for spec in pg.replica_specs:
             role_min[spec.name] = max(role_min.get(spec.name, 0), spec.min_replicas)
             role_priority[spec.name] = spec.priority
-        return GroupInfo(
-            pg=pg,
-            index=index,
-            queue=queue,
-            pool=self.nodes.pool_position.get(pg.pool, 0),
-            priority=(tenant_priority, pg.priority),
-            can_preempt=can_preempt,
-            role_min={k: v for k, v in role_min.items() if v > 0},
-            role_priority=role_priority,
-            elastic=bool(pg.replica_specs),
-            phase=pg.phase,
+        return (
+            queue,
+            self.nodes.pool_position.get(pg.pool, 0),
+            (tenant_priority, pg.priority),
+            can_preempt,
+            {k: v for k, v in role_min.items() if v > 0},
+            role_priority,
+            bool(pg.replica_specs),
         )
 
     def _task_info(self, task: Task, group: GroupInfo) -> TaskInfo:
         # Replicas of a job usually arrive one after another and share their requests,
         # selector, affinity and tolerations objects: everything derived from those (plus the
         # group, role and pool) is reused from the previous task as is.
+        group_pool, replica_priority = group.pg.pool, group.role_priority.get(task.role, 0)
+        known = self.memo.task(task, group_pool, replica_priority)
         prev = self._prev_task
-        if (
+        if known is not None:
+            derived = known
+        elif (
             prev is not None
             and prev[0] is task.requests
             and prev[1] is task.node_selector
@@ -360,7 +388,8 @@ class SessionState:
             and prev[4] is group
             and prev[5] == (task.gpu_milli, task.pool, task.role)
         ):
-            derived: _Derived = prev[6]
+            derived = prev[6]
+            self.memo.keep_task(task, group_pool, replica_priority, derived)
         else:
             derived = self._derive(task, group)
             self._prev_task = (
@@ -372,6 +401,7 @@ class SessionState:
                 (task.gpu_milli, task.pool, task.role),
                 derived,
             )
+            self.memo.keep_task(task, group_pool, replica_priority, derived)
         req, cards, milli, shape, pool, replica_priority, dims = derived
         return TaskInfo(
             task=task,
@@ -385,7 +415,7 @@ class SessionState:
             dims=dims,
         )
 
-    def _derive(self, task: Task, group: GroupInfo) -> _Derived:
+    def _derive(self, task: Task, group: GroupInfo) -> Derived:
         """(req, gpu cards, gpu milli, shape, pool, replica priority, dims) of a task."""
         space = self.space
         cards = int(task.requests.get(GPU, 0))
@@ -396,14 +426,14 @@ class SessionState:
             key, req, dims = cached[2], cached[3], cached[4]
         else:
             key = (tuple(sorted(task.requests.items())), milli)
-            found = self._vectors.get(key)
+            found = self.memo.vectors.get(key)
             if found is None:
                 req = space.vector({k: v for k, v in task.requests.items() if k != GPU})
                 req[space.gpu] = cards * GPU_MILLI_PER_CARD + milli
                 req[space.pods] = 1.0
                 req.flags.writeable = False  # shared between tasks of the same shape
                 dims = tuple(int(d) for d in np.flatnonzero(req > 0) if d != space.gpu)
-                self._vectors[key] = (req, dims)
+                self.memo.vectors[key] = (req, dims)
             else:
                 req, dims = found
             self._by_identity[id(task.requests)] = (task.requests, milli, key, req, dims)
@@ -416,7 +446,7 @@ class SessionState:
             task.tolerations,
         )
         # Interned: equal shapes are one object, so grouping can compare by identity.
-        shape = self._shapes.setdefault(shape, shape)
+        shape = self.memo.shapes.setdefault(shape, shape)
         return req, cards, milli, shape, pool, group.role_priority.get(task.role, 0), dims
 
     # ---------------------------------------------------------------- raw accounting

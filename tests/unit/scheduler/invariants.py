@@ -286,3 +286,12 @@ def something_fits_now(snap: Snapshot) -> str | None:
             if _fits(pending[0], free, cards):
                 return g.uid
     return None
+
+
+def same_result(a: SessionResult, b: SessionResult) -> None:
+    """Two ways of running one session (a shortcut on and off) decided exactly the same."""
+    assert a.decisions == b.decisions
+    assert a.explanations == b.explanations
+    assert a.reservations == b.reservations
+    assert a.queues == b.queues
+    assert a.pools == b.pools

@@ -34,21 +34,14 @@ from operators.scheduler.state import Placement, SessionState
 from operators.scheduler.statement import Statement
 
 from .builders import group, node, tasks
+from .invariants import same_result
 from .simulate import advance
 from .test_properties import EXAMPLES, POOLS, PROFILE, TOPO, clusters, queue_trees, workloads
 
 
-def _same(a: SessionResult, b: SessionResult) -> None:
-    assert a.decisions == b.decisions
-    assert a.explanations == b.explanations
-    assert a.reservations == b.reservations
-    assert a.queues == b.queues
-    assert a.pools == b.pools
-
-
 def _both(snap: Snapshot, config: SessionConfig) -> SessionResult:
     on = run_session(snap, config)
-    _same(on, run_session(snap, replace(config, victim_order_cache=False)))
+    same_result(on, run_session(snap, replace(config, victim_order_cache=False)))
     return on
 
 
