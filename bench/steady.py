@@ -20,11 +20,15 @@ import os
 import statistics
 import time
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from bench.core import build_nodes, build_queues, first_fit_yardstick
-from operators.scheduler import SessionConfig, SessionMemo, run_session
+from operators.scheduler import SessionConfig, SessionResult, run_session
 from operators.scheduler.session import DEFAULT_ACTIONS, ActionName
 from operators.scheduler.snapshot import GroupPhase, PodGroup, Snapshot, Task, TaskStatus
+
+if TYPE_CHECKING:
+    from operators.scheduler.memo import SessionMemo
 
 GiB = 2**30
 LEAVES = tuple(f"dept-{d}-team-{t}" for d in range(4) for t in range(11))
@@ -71,13 +75,13 @@ def measure(
     last: dict[str, tuple[dict[str, float], int]] = {}
     # One memo per arm, as the live loop keeps one: the first (untimed) session fills it,
     # as the live loop's previous session did.
-    memos = {arm: SessionMemo() if memo else None for arm in configs}
+    memos = {arm: _memo() if memo else None for arm in configs}
     for arm, config in configs.items():
-        run_session(snapshot, config, memos[arm])
+        _session(snapshot, config, memos[arm])
     for _ in range(repeats):
         for arm, config in configs.items():
             start, cpu = time.perf_counter(), time.process_time()
-            result = run_session(snapshot, replace(config, timer=time.process_time), memos[arm])
+            result = _session(snapshot, replace(config, timer=time.process_time), memos[arm])
             cpus[arm].append(time.process_time() - cpu)
             walls[arm].append(time.perf_counter() - start)
             last[arm] = (dict(result.timings), len(result.decisions))
@@ -85,6 +89,20 @@ def measure(
         arm: (statistics.median(w), min(w), statistics.median(cpus[arm]), *last[arm])
         for arm, w in walls.items()
     }
+
+
+def _memo() -> SessionMemo:
+    # Imported here: with --no-memo this module also runs against cores older than the memo
+    # (an old-vs-new A/B with the same scenario builder).
+    from operators.scheduler.memo import SessionMemo
+
+    return SessionMemo()
+
+
+def _session(snapshot: Snapshot, config: SessionConfig, memo: SessionMemo | None) -> SessionResult:
+    if memo is None:
+        return run_session(snapshot, config)
+    return run_session(snapshot, config, memo)
 
 
 ARMS = {
