@@ -238,6 +238,9 @@ class SchedulerOperator:
                     return 0
                 hold = asyncio.create_task(self.elector.hold(), name="lease")
             self.metrics.is_leader.set(1)
+            # A fresh memo per term: a session of an earlier term may still be finishing in its
+            # thread (cancelling the cycle does not stop it), and a memo serves one at a time.
+            self._memo = SessionMemo()
             cycles = asyncio.create_task(self._loop(applier, status), name="cycles")
             stop = asyncio.create_task(self._stopping.wait())
             waiting: set[asyncio.Task[Any]] = {cycles, stop, *watch_tasks}

@@ -9,7 +9,8 @@ session open then reuses what it derived before for every object it saw last tim
 only the new or changed ones. The mutable per-session state (holdings, placements, phases) is
 still built fresh each session.
 
-Entries are keyed by object identity and hold the object itself (so an id is never reused while
+A memo serves one session at a time (sessions of one caller run one after another). Entries
+are keyed by object identity and hold the object itself (so an id is never reused while
 its entry lives); each session keeps only the entries of the objects it saw, so the memo holds
 one snapshot's worth. Everything is dropped when what the derived values are relative to
 changes: the resource names (vector positions), the pools, the queues and their tenants.
