@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 import aiohttp
 import kopf
-from kopf._cogs.structs.references import Resource, Selector
+from kopf._cogs.structs.references import Insights, Resource, Selector
 
 from operators.runtime.client import ApiError
 
@@ -143,3 +143,22 @@ async def wait_until_discovered(
             await asyncio.wait_for(stop.wait(), timeout=delay)
         delay = min(delay * 2, max_delay)
     return False
+
+
+async def unserved(
+    insights: Insights, selectors: Collection[Selector], stop: asyncio.Event, *, operator: str = ""
+) -> list[Selector]:
+    """What kopf, once it has resolved its resources, does not serve: a race the wait above
+    cannot close (the API server restarted again between our discovery and kopf's). Returns
+    that list as soon as it is known and not empty; otherwise waits for `stop` and returns []."""
+    await insights.ready_resources.wait()
+    missing = unresolved(selectors, insights.watched_resources)
+    if missing:
+        log.error(
+            "operator %s: kopf started without %s; stopping, to start again",
+            operator,
+            ", ".join(sorted(str(s) for s in missing)),
+        )
+        return missing
+    await stop.wait()
+    return []

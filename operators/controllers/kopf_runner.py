@@ -38,6 +38,7 @@ from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 import kopf
+from kopf._cogs.structs.references import Insights
 
 from operators.controllers import kopf_discovery
 from operators.runtime import kubeconfig, logs, signals
@@ -226,10 +227,11 @@ async def run(
         await probe.start(settings.health_host, settings.health_port)
     # kopf resolves its resources from discovery once: started while the API server warms up
     # (CRD groups missing or 503), it would never serve them (see kopf_discovery).
+    selectors = kopf_discovery.served_selectors(registry)
     unsubscribe = signals.on_stop_signal(stop.set)
     try:
         discovered = await kopf_discovery.wait_until_discovered(
-            client, kopf_discovery.served_selectors(registry), stop, operator=operator.name
+            client, selectors, stop, operator=operator.name
         )
     except asyncio.CancelledError:
         await client.close()
@@ -243,7 +245,9 @@ async def run(
         log.info("operator %s stopped before it started", operator.name)
         return 0
     serving = True
+    insights = Insights()
     tasks = await kopf.spawn_tasks(
+        insights=insights,
         registry=registry,
         settings=kopf_settings(operator, settings),
         standalone=True,
@@ -252,6 +256,10 @@ async def run(
         stop_flag=stop,
         ready_flag=ready,
     )
+    # Should kopf still resolve without some resource, end (code 1) so the process is restarted,
+    # rather than run for ever without serving it.
+    check = kopf_discovery.unserved(insights, selectors, stop, operator=operator.name)
+    tasks = [*tasks, asyncio.create_task(check, name="served resources check")]
     # After spawn_tasks: it has just replaced the loop's signal handlers with its own.
     unsubscribe = signals.on_stop_signal(stop.set)
     log.info("operator %s started (%s)", operator.name, ", ".join(namespaces) or "cluster-wide")

@@ -9,8 +9,14 @@ from typing import Any, cast
 
 import kopf
 import pytest
+from kopf._cogs.structs.references import Insights
 
-from operators.controllers.kopf_discovery import served_selectors, wait_until_discovered
+from operators.controllers.kopf_discovery import (
+    discover,
+    served_selectors,
+    unserved,
+    wait_until_discovered,
+)
 from operators.runtime.client import ApiError
 
 CORE = {
@@ -144,3 +150,26 @@ async def test_a_stop_while_waiting_ends_the_wait_without_starting() -> None:
     await asyncio.sleep(0.05)
     stop.set()
     assert await asyncio.wait_for(waiting, 2) is False
+
+
+async def test_kopf_resolving_without_a_served_resource_is_reported_at_once() -> None:
+    selectors = served_selectors(registry())
+    resources, _ = await discover(Discovery(GROUP_NOT_READY), {None})
+    insights = Insights(watched_resources=resources)
+    insights.ready_resources.set()
+    missing = await asyncio.wait_for(unserved(insights, selectors, asyncio.Event()), 2)
+    assert [s.plural or s.any_name for s in missing] == ["eventsinks"]
+
+
+async def test_kopf_serving_everything_is_left_alone_until_stop() -> None:
+    selectors = served_selectors(registry())
+    resources, _ = await discover(Discovery(READY), {None})
+    insights, stop = Insights(), asyncio.Event()
+    check = asyncio.create_task(unserved(insights, selectors, stop))
+    await asyncio.sleep(0.01)
+    insights.watched_resources.update(resources)
+    insights.ready_resources.set()
+    await asyncio.sleep(0.05)
+    assert not check.done()
+    stop.set()
+    assert await asyncio.wait_for(check, 2) == []
