@@ -48,6 +48,8 @@ REPO = Path(__file__).resolve().parents[2]
 OPERATORS = ("jobs", "podgroup", "queue", "pool", "events")
 SCHEDULERS = ("sched-a", "sched-b")
 LEASE = {"duration": 10, "renew": 7, "retry": 2}
+STOP_GRACE_SECONDS = 10.0
+"""How long stopped operators get to exit on SIGTERM before SIGKILL, all of them together."""
 FAULTS = (
     "kill:jobs",
     "kill:podgroup",
@@ -348,8 +350,17 @@ class Fleet:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(5)
+        # All at once: one by one, each operator's graceful stop adds its seconds to the run.
         for proc in self.procs.values():
-            proc.stop()
+            if proc.proc is not None and proc.alive:
+                proc.proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + STOP_GRACE_SECONDS
+        for proc in self.procs.values():
+            if proc.proc is not None:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.proc.wait(max(0.1, deadline - time.monotonic()))
+        for proc in self.procs.values():
+            proc.kill()
 
     @staticmethod
     def _by_design(proc: OperatorProcess) -> bool:
@@ -609,6 +620,7 @@ class Run:
             self.custom.delete_collection_namespaced_custom_object(
                 model.group, model.version, ns, model.plural
             )
+        self.note("jobs deleted")
         r.violations["orphans"] = inv.settle(
             lambda: inv.orphans(api, ns) + [f"job {n} still exists" for n in self.phases()], 90
         )
@@ -629,6 +641,9 @@ def run(cluster: DevCluster, plan: Plan, logs: Path) -> Report:
     logs.mkdir(parents=True, exist_ok=True)
     chaos = Run(cluster, plan, logs)
     try:
-        return chaos.execute()
+        report = chaos.execute()
     finally:
         chaos.cleanup()
+    summary = report.summary() | {"violations_found": report.violations}
+    (logs / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    return report
