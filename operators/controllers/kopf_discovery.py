@@ -48,7 +48,13 @@ def served_selectors(registry: kopf.OperatorRegistry) -> frozenset[Selector]:
 
 
 def _resources(group: str, version: str, preferred: bool, listing: dict[str, Any]) -> set[Resource]:
-    entries = listing.get("resources") or []
+    # Any API group can be served by an aggregated API server: entries without a name or kind
+    # are skipped, not trusted to be well formed.
+    entries = [
+        e
+        for e in listing.get("resources") or []
+        if isinstance(e, dict) and isinstance(e.get("name"), str) and isinstance(e.get("kind"), str)
+    ]
     return {
         Resource(
             group=group,
@@ -63,7 +69,7 @@ def _resources(group: str, version: str, preferred: bool, listing: dict[str, Any
                 for sub in entries
                 if sub["name"].startswith(f"{entry['name']}/")
             ),
-            namespaced=entry["namespaced"],
+            namespaced=bool(entry.get("namespaced")),
             preferred=preferred,
             verbs=frozenset(entry.get("verbs") or []),
         )

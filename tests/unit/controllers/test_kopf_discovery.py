@@ -173,3 +173,9 @@ async def test_kopf_serving_everything_is_left_alone_until_stop() -> None:
     assert not check.done()
     stop.set()
     assert await asyncio.wait_for(check, 2) == []
+
+
+async def test_malformed_discovery_entries_are_skipped() -> None:
+    garbage = {"resources": [{"name": "broken"}, "text", {"kind": "NoName"}, *SINKS["resources"]]}
+    api = Discovery(READY | {"/apis/events.sluice.dev/v1alpha1": garbage})
+    assert await wait_until_discovered(api, served_selectors(registry()), asyncio.Event())
