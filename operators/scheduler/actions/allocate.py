@@ -12,6 +12,7 @@ statement that is committed only if the gang is ready, discarded otherwise.
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -77,7 +78,7 @@ def explain_backoffs(ssn: Session) -> None:
                     g.uid,
                     ReasonCode.BINDING_REJECTED,
                     f"its binding failed: {g.pg.binding_error or 'no message'}"
-                    f"; tried again in {g.pg.retry_binding_at - state.now:.0f} s",
+                    f"; tried again in {math.ceil(g.pg.retry_binding_at - state.now)} s",
                 ),
             )
 

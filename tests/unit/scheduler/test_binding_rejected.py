@@ -36,6 +36,12 @@ def test_a_rejected_group_waits_out_its_backoff_and_others_take_the_room() -> No
     assert "in 3 s" in why.message
 
 
+def test_a_retry_under_a_second_away_is_not_announced_as_now() -> None:
+    # NoRoom backoffs start at 0.5 s: rounding to the nearest second said "in 0 s".
+    why = run_session(_cluster(now=7.5)).explanations["rejected"]
+    assert "in 1 s" in why.message
+
+
 def test_once_its_retry_time_has_come_it_is_placed_again() -> None:
     assert bound_groups(run_session(_cluster(now=8.0))) == {"rejected"}
 
