@@ -82,7 +82,7 @@ bench:  ## Benchmarks side by side (core; live cluster: bare loop, kube-schedule
 	$(BIN)/python -m bench.events
 
 .PHONY: soak
-soak:  ## Long reliability runs (docs/reliability.md): events with 50 jobs / 30 s outage / SIGKILL, the fault test, fault rounds of 100 jobs, 100 jobs/s for 5 min (large profile)
+soak:  ## Long reliability runs (docs/reliability.md): events with 50 jobs / 30 s outage / SIGKILL, the 24-job fault test (the short one is in CI), fault rounds of 100 jobs, 100 jobs/s for 5 min (large profile), the API ceiling
 	SLUICE_SOAK_EVENTS_JOBS=50 SLUICE_SOAK_OUTAGE_SECONDS=30 $(BIN)/pytest e2e/test_events.py -q -k many_jobs -o timeout=1200
 	$(BIN)/pytest e2e -q -m soak --durations=0
 	$(BIN)/python -m bench.soak --profile $(if $(filter small,$(PROFILE)),large,$(PROFILE))
