@@ -9,7 +9,8 @@ up to: what a restarted operator compares the object against.
 
 from __future__ import annotations
 
-from typing import Final
+from collections.abc import Mapping
+from typing import Any, Final
 
 from pydantic import AwareDatetime, Field
 
@@ -19,6 +20,12 @@ from operators.api.base import MAX_LABEL, MAX_MESSAGE, MAX_NAME, MAX_REASON, Sta
 #: its life), so a short window only loses entries when a sink is down for long.
 EVENT_LOG_WINDOW: Final = 16
 MAX_LOG_SINKS: Final = 32
+EVENT_LOG_FIELD: Final = "eventLog"
+
+
+def without_event_log(status: Mapping[str, Any]) -> dict[str, Any]:
+    """A status as the other operators read it: the log is only the events operator's."""
+    return {k: v for k, v in status.items() if k != EVENT_LOG_FIELD}
 
 
 class ObservedState(StatusModel):

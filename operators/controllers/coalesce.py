@@ -13,8 +13,8 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Awaitable, Callable, Hashable
+from typing import Any, Generic, TypeVar
 
 import kopf
 
@@ -24,6 +24,28 @@ log = logging.getLogger(__name__)
 
 Reconcile = Callable[[], Awaitable[float | None]]
 """One pass; returns seconds until it wants to run again without a poke (None: only on pokes)."""
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+
+class LastSeen(Generic[K, V]):
+    """What each watched object last looked like to an operator (its index value): an event
+    that leaves it as it was (another writer's field moved, such as the events operator's
+    `status.eventLog`) needs no reconcile."""
+
+    def __init__(self) -> None:
+        self._last: dict[K, V] = {}
+
+    def changed(self, key: K, value: V | None) -> bool:
+        """Record `value` (None: the object is gone); whether it differs from the last one."""
+        if value is None:
+            self._last.pop(key, None)
+            return True
+        if key in self._last and self._last[key] == value:
+            return False
+        self._last[key] = value
+        return True
 
 
 class Coalescer:

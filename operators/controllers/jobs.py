@@ -195,8 +195,10 @@ class JobsController:
             self.groups.pop(gkey, None)
             self.group_specs.pop(gkey, None)
         else:
-            self.groups[gkey] = group_obs(body)
-            self.group_specs[gkey] = dict(body.get("spec") or {})
+            new = (group_obs(body), dict(body.get("spec") or {}))
+            if gkey in self.groups and (self.groups[gkey], self.group_specs.get(gkey)) == new:
+                return  # nothing a job reads moved (scheduler counts, the events operator's log)
+            self.groups[gkey], self.group_specs[gkey] = new
         for owner in meta.get("ownerReferences") or ():
             if owner.get("kind") in AP.PLURALS:
                 key = (str(owner["kind"]), gkey[0], str(owner.get("name")))

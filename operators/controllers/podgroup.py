@@ -17,9 +17,10 @@ from typing import Any
 import kopf
 
 from operators.api import labels as L
+from operators.api.eventlog import without_event_log
 from operators.api.scheduling import PodGroup
 from operators.controllers import kopf_runner, podgroup_phase
-from operators.controllers.coalesce import Coalescer, run_in_background
+from operators.controllers.coalesce import Coalescer, LastSeen, run_in_background
 from operators.controllers.writes import bounded, failures
 from operators.runtime import records
 from operators.runtime.operator_metrics import OperatorMetrics
@@ -56,7 +57,7 @@ def group_view(
     min_member = spec.get("minMember", 1)
     return GroupView(
         min_member=min_member if isinstance(min_member, int) else 1,
-        status=dict(status),
+        status=without_event_log(status),
         job_owned=records.owned_by_job(meta.get("ownerReferences")),
     )
 
@@ -67,6 +68,7 @@ class PodGroupOperator:
     pods: Mapping[GroupKey, Any] = dataclasses.field(default_factory=dict)  # kopf index: phases
     groups: Mapping[GroupKey, Any] = dataclasses.field(default_factory=dict)  # kopf index
     dirty: set[GroupKey] = dataclasses.field(default_factory=set)
+    seen: LastSeen[GroupKey, GroupView] = dataclasses.field(default_factory=LastSeen)
     writes: int = 0
     metrics: OperatorMetrics = dataclasses.field(
         default_factory=lambda: OperatorMetrics("podgroup")
@@ -136,10 +138,21 @@ def register(registry: kopf.OperatorRegistry, ctx: kopf_runner.OperatorContext) 
             coalescer.poke()
 
     @kopf.on.event(*PODGROUP_RESOURCE, registry=registry)
-    async def group_changed(namespace: str | None, name: str, **kwargs: Any) -> None:
-        op.pods, op.groups = kwargs["group_pods"], kwargs["group_views"]
-        op.dirty.add((namespace or "", name))
-        coalescer.poke()
+    async def group_changed(
+        type: str | None,
+        namespace: str | None,
+        name: str,
+        spec: kopf.Spec,
+        status: kopf.Status,
+        meta: kopf.Meta,
+        **kwargs: Any,
+    ) -> None:
+        key = (namespace or "", name)
+        view = None if type == "DELETED" else group_view(spec, status, meta)
+        if op.seen.changed(key, view):
+            op.pods, op.groups = kwargs["group_pods"], kwargs["group_views"]
+            op.dirty.add(key)
+            coalescer.poke()
 
 
 OPERATOR = kopf_runner.KopfOperator(

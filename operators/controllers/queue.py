@@ -18,7 +18,7 @@ import kopf
 from operators.api import labels as L
 from operators.api.scheduling import API_VERSION, Queue, QueueConditionType
 from operators.controllers import kopf_runner
-from operators.controllers.coalesce import Coalescer, run_in_background
+from operators.controllers.coalesce import Coalescer, LastSeen, run_in_background
 from operators.controllers.queue_tree import (
     QueueObject,
     Verdict,
@@ -61,6 +61,7 @@ class QueueOperator:
     client: KubeClient
     events: EventRecorder
     queues: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # kopf index
+    seen: LastSeen[str, QueueObject] = dataclasses.field(default_factory=LastSeen)
     writes: int = 0
     metrics: OperatorMetrics = dataclasses.field(default_factory=lambda: OperatorMetrics("queue"))
 
@@ -124,9 +125,10 @@ def register(registry: kopf.OperatorRegistry, ctx: kopf_runner.OperatorContext) 
         return {name: queue_object(body)}
 
     @kopf.on.event(*QUEUE_RESOURCE, registry=registry)
-    async def changed(**kwargs: Any) -> None:
-        op.queues = kwargs["queue_objects"]  # kopf passes each index by its function's name
-        coalescer.poke()
+    async def changed(type: str | None, name: str, body: kopf.Body, **kwargs: Any) -> None:
+        if op.seen.changed(name, None if type == "DELETED" else queue_object(body)):
+            op.queues = kwargs["queue_objects"]  # kopf passes each index by its function's name
+            coalescer.poke()
 
 
 OPERATOR = kopf_runner.KopfOperator(

@@ -18,6 +18,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from operators.api.eventlog import without_event_log
 from operators.api.scheduling import QueueConditionType, QueueReason, QueueSpecState, QueueState
 from operators.controllers.scheduler_status import format_resources
 from operators.runtime import records as R
@@ -62,7 +63,7 @@ def queue_object(body: Mapping[str, Any]) -> QueueObject:
         spec_state=spec_state,
         created=R.timestamp(meta.get("creationTimestamp")),
         generation=int(meta.get("generation") or 0),
-        status=dict(body.get("status") or {}),
+        status=without_event_log(body.get("status") or {}),
         uid=str(meta.get("uid") or ""),
     )
 

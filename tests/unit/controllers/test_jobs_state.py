@@ -99,3 +99,29 @@ def test_the_written_status_is_compared_by_digest() -> None:
     assert len(digest(status)) == 16
     assert digest(status) != digest({**status, "running": 1})
     assert kept(job())["status"] == kept(job(transitions=3))["status"]
+
+
+def group(phase: str = "Running", **status: Any) -> dict[str, Any]:
+    owner = {"apiVersion": "batch.sluice.dev/v1alpha1", "kind": "VCJob", "name": "j"}
+    return {
+        "metadata": {"name": "j", "namespace": "ns", "ownerReferences": [owner]},
+        "spec": {"minMember": 2, "queue": "q"},
+        "status": {"phase": phase, **status},
+    }
+
+
+def test_a_group_event_that_moves_nothing_a_job_reads_is_no_work() -> None:
+    """The events operator's eventLog writes and the scheduler's count updates come back as
+    PodGroup events; the job's reconcile reads none of it."""
+    c = controller()
+    c.on_job("ADDED", job())
+    c.on_group("ADDED", group())
+    assert KEY in c.dirty
+    c.dirty.clear()
+    c.on_group("MODIFIED", group(eventLog={"seq": 1, "entries": []}, running=2))
+    assert c.dirty == set()
+    c.on_group("MODIFIED", group(preemption={"role": "WillEvict", "deadline": "t"}))
+    assert c.dirty == {KEY}
+    c.dirty.clear()
+    c.on_group("DELETED", group())
+    assert c.dirty == {KEY}

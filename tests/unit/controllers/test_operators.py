@@ -8,12 +8,12 @@ from typing import Any
 
 from operators.api import labels as L
 from operators.api.scheduling import PodGroup
-from operators.controllers.coalesce import Coalescer
+from operators.controllers.coalesce import Coalescer, LastSeen
 from operators.controllers.podgroup import GroupView, PodGroupOperator, group_key, group_view
 from operators.controllers.pool import PoolOperator
 from operators.controllers.pool_membership import PoolObject
 from operators.controllers.queue import QueueOperator
-from operators.controllers.queue_tree import queue_object
+from operators.controllers.queue_tree import QueueObject, queue_object
 from operators.runtime import records as R
 from operators.runtime.client import ApiError
 
@@ -186,3 +186,25 @@ async def test_coalescer_reruns_when_a_pass_asks_for_it_without_a_poke() -> None
     stop.set()
     await asyncio.wait_for(task, 1)
     assert len(calls) == 3
+
+
+def test_an_event_log_write_starts_no_podgroup_or_queue_reconcile() -> None:
+    """Only the events operator reads `status.eventLog`: its writes leave the podgroup and queue
+    operators' views as they were (and out of their indexes), so their events poke nothing."""
+    seen: LastSeen[str, GroupView] = LastSeen()
+    spec, status = {"minMember": 2}, {"phase": "Running", "running": 2}
+    logged = {**status, "eventLog": {"seq": 3, "entries": []}}
+    assert seen.changed("g", group_view(spec, status, {}))
+    assert not seen.changed("g", group_view(spec, logged, {}))
+    assert "eventLog" not in group_view(spec, logged, {}).status
+    assert seen.changed("g", group_view(spec, {**logged, "phase": "Completed"}, {}))
+    assert seen.changed("g", None)  # deleted
+    assert seen.changed("g", group_view(spec, status, {}))  # created again
+
+    queues: LastSeen[str, QueueObject] = LastSeen()
+    body: dict[str, Any] = {"metadata": {"name": "q"}, "spec": {}, "status": {"state": "Open"}}
+    assert queues.changed("q", queue_object(body))
+    body["status"]["eventLog"] = {"seq": 1}
+    assert not queues.changed("q", queue_object(body))
+    body["status"]["state"] = "Closed"
+    assert queues.changed("q", queue_object(body))
