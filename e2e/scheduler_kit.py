@@ -137,15 +137,17 @@ def pod(
     group: str = "",
     cpu: str = "1",
     annotations: dict[str, str] | None = None,
+    labels: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     ann = dict(annotations or {})
     if group:
         ann[POD_GROUP] = group
     limits = {GPU: str(gpus)} if gpus else {}
+    tags = {"app": name.rsplit("-", 1)[0], **(labels or {})}
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": name, "annotations": ann, "labels": {"app": name.rsplit("-", 1)[0]}},
+        "metadata": {"name": name, "annotations": ann, "labels": tags},
         "spec": {
             "schedulerName": "sluice",
             "terminationGracePeriodSeconds": 0,

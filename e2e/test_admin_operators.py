@@ -26,10 +26,11 @@ from operators.api.scheduling import PodGroup, Queue
 from operators.devcluster import waiting
 from operators.devcluster.processes import dies_with_parent, free_port
 
+from .scheduler_kit import GPU, pod
+
 REPO = Path(__file__).resolve().parents[1]
 SAMPLES = REPO / "manifests" / "samples"
 GROUP, VERSION = "scheduling.sluice.dev", "v1alpha1"
-GPU = "nvidia.com/gpu"
 SAMPLE_POOLS = ("cpu-pool", "gpu-pool", "masters")
 SAMPLE_QUEUES = ("research", "research-vision", "vision-detection")
 
@@ -223,27 +224,6 @@ def kubectl_apply_pools(custom: client.CustomObjectsApi) -> None:
     )
 
 
-def pod(
-    name: str, gpus: int, annotations: dict[str, str], labels: dict[str, str]
-) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "annotations": annotations, "labels": labels},
-        "spec": {
-            "schedulerName": "sluice",
-            "terminationGracePeriodSeconds": 0,
-            "containers": [
-                {
-                    "name": "c",
-                    "image": "fake",
-                    "resources": {"requests": {"cpu": "2"}, "limits": {GPU: str(gpus)}},
-                }
-            ],
-        },
-    }
-
-
 def bound_gpus_by_pool(core: client.CoreV1Api) -> dict[str, int]:
     """GPUs held by live Sluice pods, per pool of the node they are bound to (from the API)."""
     labels = pool_labels(core)
@@ -270,7 +250,9 @@ def test_pool_status_equals_what_is_bound_and_the_cli_shows_it(
     cluster: Any,
 ) -> None:
     for i in range(3):
-        core.create_namespaced_pod(namespace, pod(f"w-{i}", 2, {L.POOL: "gpu-pool"}, {}))
+        core.create_namespaced_pod(
+            namespace, pod(f"w-{i}", 2, cpu="2", annotations={L.POOL: "gpu-pool"})
+        )
     wait_for(
         lambda: all(p.spec.node_name for p in core.list_namespaced_pod(namespace).items),
         "pods bound",
@@ -348,7 +330,9 @@ def test_queue_tree_flags_an_invalid_child_and_closing_waits_for_running_work(
 
         # The flagged queue admits nothing (the scheduler reads Valid=False as closed); its
         # sibling keeps working.
-        core.create_namespaced_pod(namespace, pod("greedy-0", 1, {}, {L.QUEUE: "vision-greedy"}))
+        core.create_namespaced_pod(
+            namespace, pod("greedy-0", 1, cpu="2", labels={L.QUEUE: "vision-greedy"})
+        )
         custom.create_namespaced_custom_object(
             GROUP,
             VERSION,
@@ -363,7 +347,12 @@ def test_queue_tree_flags_an_invalid_child_and_closing_waits_for_running_work(
         )
         core.create_namespaced_pod(
             namespace,
-            pod("det-0", 1, {L.POD_GROUP: "det", "sluice.dev/complete-after": "6s"}, {}),
+            pod(
+                "det-0",
+                1,
+                cpu="2",
+                annotations={L.POD_GROUP: "det", "sluice.dev/complete-after": "6s"},
+            ),
         )
         wait_for(
             lambda: core.read_namespaced_pod("det-0", namespace).spec.node_name,
@@ -398,7 +387,9 @@ def test_queue_tree_flags_an_invalid_child_and_closing_waits_for_running_work(
 def test_why_explains_a_pod_naming_a_missing_podgroup(
     samples: None, core: client.CoreV1Api, namespace: str, operators: Operators, cluster: Any
 ) -> None:
-    core.create_namespaced_pod(namespace, pod("lost-0", 1, {L.VOLCANO_GROUP_NAME: "nope"}, {}))
+    core.create_namespaced_pod(
+        namespace, pod("lost-0", 1, cpu="2", annotations={L.VOLCANO_GROUP_NAME: "nope"})
+    )
     out = subprocess.run(
         [
             sys.executable,
@@ -484,7 +475,9 @@ def test_a_selector_change_makes_tasks_on_departed_nodes_borrowed_and_reclaimabl
             wait_for(
                 lambda: pool_labels(core)[lent] == "e2e-lender", "lender owns its node", operators
             )
-            core.create_namespaced_pod(namespace, pod("guest", 8, {L.POOL: "e2e-lender"}, {}))
+            core.create_namespaced_pod(
+                namespace, pod("guest", 8, cpu="2", annotations={L.POOL: "e2e-lender"})
+            )
             wait_for(lambda: node_of(core, namespace, "guest") == lent, "guest placed", operators)
 
             # The lender's node moves to the owner: the guest, still running there, is borrowed.
@@ -503,7 +496,9 @@ def test_a_selector_change_makes_tasks_on_departed_nodes_borrowed_and_reclaimabl
 
             # The owner's own work needs both nodes: the borrowed guest is reclaimed.
             for name in ("own-0", "own-1"):
-                core.create_namespaced_pod(namespace, pod(name, 8, {L.POOL: "e2e-owner"}, {}))
+                core.create_namespaced_pod(
+                    namespace, pod(name, 8, cpu="2", annotations={L.POOL: "e2e-owner"})
+                )
             wait_for(
                 lambda: {node_of(core, namespace, n) for n in ("own-0", "own-1")} == {lent, home},
                 "the owner's pods on both of its nodes",
@@ -533,7 +528,9 @@ def test_a_deleted_pools_pending_work_is_scheduled_in_default(
         try:
             wait_for(lambda: pool_labels(core)[own] == "e2e-gone", "the pool's node", operators)
             for name in ("first", "waiting"):
-                core.create_namespaced_pod(namespace, pod(name, 8, {L.POOL: "e2e-gone"}, {}))
+                core.create_namespaced_pod(
+                    namespace, pod(name, 8, cpu="2", annotations={L.POOL: "e2e-gone"})
+                )
             wait_for(lambda: node_of(core, namespace, "first") == own, "first placed", operators)
 
             def told_to_wait() -> bool:
@@ -593,7 +590,9 @@ def test_losing_the_lease_stands_the_scheduler_down_not_the_process(
     wait_for(
         lambda: operators.log(100_000).count(lost) > losses, "the scheduler stands down", operators
     )
-    core.create_namespaced_pod(namespace, pod("after-lease", 1, {L.POOL: "gpu-pool"}, {}))
+    core.create_namespaced_pod(
+        namespace, pod("after-lease", 1, cpu="2", annotations={L.POOL: "gpu-pool"})
+    )
     # The same process campaigns again, wins once the other holder's lease expires, and binds.
     wait_for(lambda: node_of(core, namespace, "after-lease"), "bound after re-election", operators)
     assert operators.proc.poll() is None
