@@ -10,6 +10,8 @@ Fixtures (stable names; later tests build on them):
   `python -m operators scheduler` process on a Lease of the test's own (e2e/scheduler_kit.py),
   stopped after the test.
 - `free_nodes` function: how many of the session's GPU nodes are wholly idle (at least 6).
+- `receiver` function: a CloudEvents receiver on 127.0.0.1 (e2e/events_kit.py); `sinks`
+  function: `sinks(url, extra_spec) -> name` creates an EventSink, deleted after the test.
 Component logs live under the session's temp folder; a failing test prints their last lines.
 
 Bring your own cluster: with SLUICE_BYO_CLUSTER=1 (`make e2e BYO=1`) the suite runs against the
@@ -35,6 +37,7 @@ from operators.devcluster.cluster import DevCluster, kubectl_binary
 from operators.devcluster.demo import apply_crds
 from operators.devcluster.existing import ExistingCluster, byo_kubeconfig, byo_requested
 
+from .events_kit import MakeSink, Receiver
 from .scheduler_kit import GPU, NODE_GPUS, Scheduler, busy_gpu_nodes, wait_for
 
 E2E_PROFILE = os.environ.get("SLUICE_E2E_PROFILE", "small")
@@ -133,6 +136,41 @@ def namespace(k8s: client.ApiClient) -> Iterator[str]:
         yield name
     finally:
         core.delete_namespace(name, propagation_policy="Background")
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    rec = Receiver()
+    rec.up()
+    try:
+        yield rec
+    finally:
+        rec.down()
+
+
+@pytest.fixture
+def sinks(k8s: client.ApiClient) -> Iterator[MakeSink]:
+    api = client.CustomObjectsApi(k8s)
+    made: list[str] = []
+
+    def make(url: str, extra: dict[str, Any]) -> str:
+        name = f"e2e-{uuid.uuid4().hex[:8]}"
+        retry = {"backoffSeconds": 1, "maxBackoffSeconds": 1, "maxAttempts": 1000}
+        spec = {"url": url, "retry": retry, **extra}
+        body = {"apiVersion": "events.sluice.dev/v1alpha1", "kind": "EventSink"}
+        api.create_cluster_custom_object(
+            "events.sluice.dev",
+            "v1alpha1",
+            "eventsinks",
+            {**body, "metadata": {"name": name}, "spec": spec},
+        )
+        made.append(name)
+        return name
+
+    yield make
+    for name in made:
+        with contextlib.suppress(client.ApiException):
+            api.delete_cluster_custom_object("events.sluice.dev", "v1alpha1", "eventsinks", name)
 
 
 @pytest.fixture(scope="session")

@@ -7,7 +7,9 @@ preemptor goes away or room frees up first, both revert; otherwise the victims a
 the deadline. The marks live in the API, so an operator restart in the middle changes nothing.
 
 Also here, as the other story of what a scheduler leaves behind: a gang half bound by a scheduler
-that lost its lease, whose bound pods finished meanwhile, still completes.
+that lost its lease, whose bound pods finished meanwhile, still completes. And the same story seen
+by a platform: the PodGroup and Queue notices of a delayed preemption, delivered to an EventSink
+by the stage's events operator.
 """
 
 from __future__ import annotations
@@ -23,9 +25,10 @@ from kubernetes import client
 
 from operators.api import labels as L
 from operators.api.quantity import to_milli
-from operators.api.scheduling import PodGroup
+from operators.api.scheduling import PodGroup, Queue
 from operators.devcluster.cluster import DevCluster
 
+from .events_kit import MakeSink, Receiver
 from .stage import Job, Stage, Team, staged, stays, vcjob
 
 pytestmark = pytest.mark.e2e
@@ -249,3 +252,65 @@ def test_a_half_bound_gang_whose_bound_pods_finished_still_completes(
     )
     stage.wait("the group Completed", lambda: group_status().get("phase") == "Completed")
     assert group_status()["succeeded"] == 4
+
+
+def test_podgroup_and_queue_notices_of_a_delayed_preemption(
+    stage: Stage, receiver: Receiver, sinks: MakeSink
+) -> None:
+    """The same story as hooks (#22, the stage's events operator): a sink subscribed to one
+    team's PodGroups sees a job's group run, get WillEvict with the deadline of a delayed
+    preemption, be evicted at it and go back to Pending (never a second WillEvict), and its
+    preemptor turn Privileged with the same deadline; a sink subscribed to Queues sees the queue
+    close. Each object's events arrive in `seq` order, without gaps."""
+    grace = 4
+    with stage.team("notices") as team:
+        queue = f"noticed-{stage.tag}"
+        stage.create_queue(queue, preemptionDelaySeconds=grace)
+        sinks(receiver.url, {"filter": {"kinds": ["PodGroup"], "namespaces": [team.namespace]}})
+        sinks(receiver.url, {"filter": {"kinds": ["Queue"]}})
+        stage.own_pool(f"notice-pool-{stage.tag}", 1)
+        pool = f"notice-pool-{stage.tag}"
+        job = vcjob(2, gpus=4, runs_for="600s")
+        team.submit("victim", job, queue=queue, pool=pool, priority=stage.low)
+        team.wait_running("victim", 2)
+        job = vcjob(1, gpus=8, runs_for="600s")
+        team.submit("urgent", job, queue=queue, pool=pool, priority=stage.high)
+        team.wait_running("urgent", 1)
+        victim, urgent = (team.podgroup(n)["metadata"]["uid"] for n in ("victim", "urgent"))
+
+        def of(uid: str) -> list[dict[str, Any]]:
+            with receiver.lock:
+                events = list(receiver.events)
+            return list({e["id"]: e for e in events if e["data"].get("uid") == uid}.values())
+
+        def types(uid: str) -> list[str]:
+            return [e["type"].rpartition(".")[2] for e in of(uid)]
+
+        stage.wait("the victim's notices", lambda: "evicted" in types(victim)[:-1])
+        got = of(victim)
+        assert [e["data"]["seq"] for e in got] == list(range(1, len(got) + 1)), got
+        at = types(victim).index("willevict")
+        assert types(victim)[at : at + 3] == ["willevict", "evicted", "pending"], got
+        will_evict, evicted, _ = got[at : at + 3]
+        assert "running" in types(victim)[:at]
+        assert evicted["data"]["reason"] == "DelayedPreemptionDue"
+        assert evicted["data"]["peers"] == [f"{team.namespace}/urgent"]
+        assert will_evict["data"]["peers"] == [f"{team.namespace}/urgent"]
+        assert evicted["time"] >= will_evict["data"]["deadline"] >= will_evict["time"]
+        stage.wait("the preemptor's notice", lambda: "privileged" in types(urgent))
+        privileged = of(urgent)[types(urgent).index("privileged")]
+        assert privileged["data"]["deadline"] == will_evict["data"]["deadline"]
+        assert all(
+            e["data"].get("namespace") == team.namespace
+            for e in receiver.events
+            if e["data"]["kind"] == "PodGroup"
+        )
+
+        stage.custom.patch_cluster_custom_object(
+            "scheduling.sluice.dev", "v1alpha1", Queue.plural, queue, {"spec": {"state": "Closed"}}
+        )
+        queue_uid = stage.custom.get_cluster_custom_object(
+            "scheduling.sluice.dev", "v1alpha1", Queue.plural, queue
+        )["metadata"]["uid"]
+        stage.wait("the queue's notice", lambda: "closing" in types(queue_uid))
+        assert types(queue_uid)[0] == "open"

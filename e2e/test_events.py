@@ -8,25 +8,20 @@ delivery, not the job core.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes import client
 
-from operators.api.scheduling import Queue
 from operators.devcluster.cluster import DevCluster
 from operators.devcluster.operator_process import OperatorProcess
 
-from .stage import staged, vcjob
+from .events_kit import MakeSink, Receiver
 
 TIMEOUT = 90.0  # a hang guard, not a speed target
 # The acceptance sizes (50 jobs, a 30 s outage) run in `make soak`; CI runs the same story smaller.
@@ -43,75 +38,22 @@ def wait_for(check: Callable[[], bool], what: str, timeout: float = TIMEOUT) -> 
     raise AssertionError(f"timed out waiting for {what}")
 
 
-class Receiver:
-    """A CloudEvents receiver on 127.0.0.1 that can go down (stop listening) and come back."""
-
-    def __init__(self) -> None:
-        self.events: list[dict[str, Any]] = []
-        self.lock = threading.Lock()
-        self.server: ThreadingHTTPServer | None = None
-        self.port = 0
-
-    def up(self) -> None:
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                with receiver.lock:
-                    receiver.events.append(json.loads(body))
-                self.send_response(204)
-                self.end_headers()
-
-            def log_message(self, *_: Any) -> None:
-                return None
-
-        ThreadingHTTPServer.allow_reuse_address = True
-        self.server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
-        self.port = self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def down(self) -> None:
-        if self.server is not None:
-            self.server.shutdown()
-            self.server.server_close()
-            self.server = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/events"
-
-    def ids(self) -> list[str]:
-        with self.lock:
-            return [e["id"] for e in self.events]
-
-    def first_seen(self) -> list[str]:
-        """Ids in order of first arrival (what a receiver keeps after de-duplication)."""
-        return list(dict.fromkeys(self.ids()))
-
-
 def started(proc: OperatorProcess, name: str = "events") -> OperatorProcess:
     # Its watches start right after this line; a busy machine may take a while to import.
     wait_for(lambda: f"operator {name} started" in proc.log(), f"the {name} operator", 180)
     return proc
 
 
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    rec = Receiver()
-    rec.up()
-    try:
-        yield rec
-    finally:
-        rec.down()
-
-
-@pytest.fixture
-def operator(cluster: DevCluster, tmp_path: Path) -> Iterator[OperatorProcess]:
+@pytest.fixture(scope="module")
+def operator(
+    cluster: DevCluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[OperatorProcess]:
+    """One events operator for the module (its start-up dominates these tests). Each test has
+    its own sinks, receiver and namespace, and a test that kills it starts it again."""
     proc = OperatorProcess(
         "events",
         Path(cluster.kubeconfig),
-        tmp_path,
+        tmp_path_factory.mktemp("events-operator"),
         "--events-flush-seconds=0.2",
         "--events-health-port=0",  # tests run side by side: no fixed port
     )
@@ -120,31 +62,6 @@ def operator(cluster: DevCluster, tmp_path: Path) -> Iterator[OperatorProcess]:
         yield proc
     finally:
         proc.stop()
-
-
-@pytest.fixture
-def sinks(k8s: client.ApiClient) -> Iterator[Callable[[str, dict[str, Any]], str]]:
-    api = client.CustomObjectsApi(k8s)
-    made: list[str] = []
-
-    def make(url: str, extra: dict[str, Any]) -> str:
-        name = f"e2e-{uuid.uuid4().hex[:8]}"
-        retry = {"backoffSeconds": 1, "maxBackoffSeconds": 1, "maxAttempts": 1000}
-        spec = {"url": url, "retry": retry, **extra}
-        body = {"apiVersion": "events.sluice.dev/v1alpha1", "kind": "EventSink"}
-        api.create_cluster_custom_object(
-            "events.sluice.dev",
-            "v1alpha1",
-            "eventsinks",
-            {**body, "metadata": {"name": name}, "spec": spec},
-        )
-        made.append(name)
-        return name
-
-    yield make
-    for name in made:
-        with contextlib.suppress(client.ApiException):
-            api.delete_cluster_custom_object("events.sluice.dev", "v1alpha1", "eventsinks", name)
 
 
 def make_job(k8s: client.ApiClient, ns: str, name: str, hooks: list[dict[str, Any]]) -> str:
@@ -211,7 +128,7 @@ def test_in_order_through_receiver_outage_and_operator_kill(
     namespace: str,
     receiver: Receiver,
     operator: OperatorProcess,
-    sinks: Callable[[str, dict[str, Any]], str],
+    sinks: MakeSink,
 ) -> None:
     sink = sinks(receiver.url, {})
     uid = make_job(k8s, namespace, "billed", [{"sink": sink}])
@@ -258,7 +175,7 @@ def test_namespace_filter_sends_only_that_namespace(
     namespace: str,
     receiver: Receiver,
     operator: OperatorProcess,
-    sinks: Callable[[str, dict[str, Any]], str],
+    sinks: MakeSink,
 ) -> None:
     core = client.CoreV1Api(k8s)
     other = f"{namespace}-other"
@@ -289,7 +206,7 @@ def test_a_real_job_life_and_a_missing_sink(
     namespace: str,
     receiver: Receiver,
     operator: OperatorProcess,
-    sinks: Callable[[str, dict[str, Any]], str],
+    sinks: MakeSink,
     tmp_path: Path,
 ) -> None:
     """With the jobs operator and the scheduler: the job's Job-level transitions arrive in the
@@ -354,7 +271,7 @@ def test_many_jobs_through_an_outage_and_a_kill(
     namespace: str,
     receiver: Receiver,
     operator: OperatorProcess,
-    sinks: Callable[[str, dict[str, Any]], str],
+    sinks: MakeSink,
 ) -> None:
     """SOAK_JOBS jobs: the receiver is down for SOAK_OUTAGE_SECONDS while transitions pile up,
     then the operator is SIGKILLed while it delivers more. Every id arrives, each job's in order."""
@@ -386,68 +303,3 @@ def test_many_jobs_through_an_outage_and_a_kill(
     first = receiver.first_seen()
     for name, ids in expected.items():
         assert [i for i in first if i in set(ids)] == ids, name
-
-
-def test_podgroup_and_queue_notices_of_a_delayed_preemption(
-    cluster: DevCluster,
-    k8s: client.ApiClient,
-    receiver: Receiver,
-    sinks: Callable[[str, dict[str, Any]], str],
-    tmp_path: Path,
-) -> None:
-    """With every operator (`all`): a sink subscribed to one team's PodGroups sees a job's group
-    run, get WillEvict with the deadline of a delayed preemption, be evicted at it and go back
-    to Pending, and its preemptor turn Privileged with the same deadline; a sink subscribed to
-    Queues sees the queue close. Each object's events arrive in `seq` order, without gaps."""
-    grace = 4
-    with staged(cluster, k8s, tmp_path) as stage, stage.team("notices") as team:
-        queue = f"noticed-{stage.tag}"
-        stage.create_queue(queue, preemptionDelaySeconds=grace)
-        sinks(receiver.url, {"filter": {"kinds": ["PodGroup"], "namespaces": [team.namespace]}})
-        sinks(receiver.url, {"filter": {"kinds": ["Queue"]}})
-        stage.own_pool(f"notice-pool-{stage.tag}", 1)
-        pool = f"notice-pool-{stage.tag}"
-        job = vcjob(2, gpus=4, runs_for="600s")
-        team.submit("victim", job, queue=queue, pool=pool, priority=stage.low)
-        team.wait_running("victim", 2)
-        job = vcjob(1, gpus=8, runs_for="600s")
-        team.submit("urgent", job, queue=queue, pool=pool, priority=stage.high)
-        team.wait_running("urgent", 1)
-        victim, urgent = (team.podgroup(n)["metadata"]["uid"] for n in ("victim", "urgent"))
-
-        def of(uid: str) -> list[dict[str, Any]]:
-            with receiver.lock:
-                events = list(receiver.events)
-            return list({e["id"]: e for e in events if e["data"].get("uid") == uid}.values())
-
-        def types(uid: str) -> list[str]:
-            return [e["type"].rpartition(".")[2] for e in of(uid)]
-
-        stage.wait("the victim's notices", lambda: "evicted" in types(victim)[:-1])
-        got = of(victim)
-        assert [e["data"]["seq"] for e in got] == list(range(1, len(got) + 1)), got
-        at = types(victim).index("willevict")
-        assert types(victim)[at : at + 3] == ["willevict", "evicted", "pending"], got
-        will_evict, evicted, _ = got[at : at + 3]
-        assert "running" in types(victim)[:at]
-        assert evicted["data"]["reason"] == "DelayedPreemptionDue"
-        assert evicted["data"]["peers"] == [f"{team.namespace}/urgent"]
-        assert will_evict["data"]["peers"] == [f"{team.namespace}/urgent"]
-        assert evicted["time"] >= will_evict["data"]["deadline"] >= will_evict["time"]
-        stage.wait("the preemptor's notice", lambda: "privileged" in types(urgent))
-        privileged = of(urgent)[types(urgent).index("privileged")]
-        assert privileged["data"]["deadline"] == will_evict["data"]["deadline"]
-        assert all(
-            e["data"].get("namespace") == team.namespace
-            for e in receiver.events
-            if e["data"]["kind"] == "PodGroup"
-        )
-
-        client.CustomObjectsApi(k8s).patch_cluster_custom_object(
-            "scheduling.sluice.dev", "v1alpha1", Queue.plural, queue, {"spec": {"state": "Closed"}}
-        )
-        queue_uid = stage.custom.get_cluster_custom_object(
-            "scheduling.sluice.dev", "v1alpha1", Queue.plural, queue
-        )["metadata"]["uid"]
-        stage.wait("the queue's notice", lambda: "closing" in types(queue_uid))
-        assert types(queue_uid)[0] == "open"
