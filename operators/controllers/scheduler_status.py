@@ -14,6 +14,7 @@ so an explanation with a moving figure in it cannot become a write storm.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import logging
 from collections.abc import Callable, Iterable, Mapping
@@ -52,8 +53,16 @@ Warn = Callable[[str, str, str], None]
 """(group uid, reason, message) -> post a Warning Event about that group."""
 _HAPPY = (D.ReasonCode.SCHEDULED, D.ReasonCode.ADMITTED)
 SOLE_FIELDS = ("preemption", "lastEviction")
-"""PodGroup status fields no one but the scheduler writes: once the API answered a write of
-them, they stay as answered until the scheduler writes them again."""
+"""PodGroup status fields no one but the scheduler writes: while it leads, what it last sent of
+them is their value, whatever an older watch event still shows."""
+
+
+@dataclasses.dataclass
+class _Sent:
+    """SOLE_FIELDS of a group's last status write, and whether the API confirmed that write."""
+
+    values: dict[str, Any]
+    confirmed: bool = False
 
 
 def count_members(cache: SchedulerCache, group_uid: str) -> GroupCounts:
@@ -264,10 +273,11 @@ class StatusWriter:
         # group uid -> status.lastEviction not written yet (kept across passes: a group whose
         # write is in flight when it is evicted gets it with its next write).
         self._evictions: dict[str, dict[str, Any]] = {}
-        # group uid -> the scheduler-only fields (SOLE_FIELDS) as the API answered our last write
-        # of them, until the watch shows the same: a pass in between reads the watch's older
-        # status and must not send its values back (an evicted victim's WillEvict mark).
-        self._answered: dict[str, dict[str, Any]] = {}
+        # group uid -> the scheduler-only fields (SOLE_FIELDS) of our last write, kept for the
+        # whole term: a pass reading an older watch event must not send its values back (an
+        # evicted victim's WillEvict mark). Never dropped when the watch matches them: an older
+        # event can match too (a mark written and revoked before the watch showed either).
+        self._sent: dict[str, _Sent] = {}
 
     def _spawn(
         self,
@@ -291,55 +301,45 @@ class StatusWriter:
         strategic: bool = False,
     ) -> None:
         try:
-            outcome, answer = await self._send(path, body, strategic)
+            outcome = await self._send(path, body, strategic)
+            sent = self._sent.get(key)
             if outcome == "written":
-                self._remember_answer(key, body, answer)
+                if sent is not None:
+                    sent.confirmed = True
                 if on_success is not None:
                     on_success()
             elif outcome == "gone":
-                self._answered.pop(key, None)
+                self._sent.pop(key, None)
         finally:
             self._in_flight.discard(key)
 
     async def _send(
         self, path: str, body: dict[str, Any], strategic: bool = False
-    ) -> tuple[Literal["written", "gone", "failed"], Any]:
-        """The outcome and, once written, the object the API answered with."""
+    ) -> Literal["written", "gone", "failed"]:
         try:
             async with self._sem:
                 if strategic:
-                    answer = await self.client.strategic_merge_patch(path, body)
+                    await self.client.strategic_merge_patch(path, body)
                 else:
-                    answer = await self.client.merge_patch(path, body)
+                    await self.client.merge_patch(path, body)
             self.metrics.status_writes.inc()
-            return "written", answer
+            return "written"
         except ApiError as err:
             if err.not_found:
-                return "gone", None
+                return "gone"
             log.warning("status write %s failed: %s", path, err)
         except (TimeoutError, aiohttp.ClientError, OSError) as err:
             log.warning("status write %s failed: %s", path, type(err).__name__)
-        return "failed", None
-
-    def _remember_answer(self, key: str, body: dict[str, Any], answer: Any) -> None:
-        """Keep what the API holds of SOLE_FIELDS after a group write that sent them (the
-        answer, not the body: the API server's rendering is what the watch will show)."""
-        sent = body.get("status") or {}
-        status = answer.get("status") if isinstance(answer, Mapping) else None
-        if isinstance(status, Mapping) and any(f in sent for f in SOLE_FIELDS):
-            self._answered[key] = {f: status.get(f) for f in SOLE_FIELDS}
+        return "failed"
 
     def _as_written(self, group_uid: str, watched: Mapping[str, Any]) -> dict[str, Any]:
-        """The group's status as the watch shows it, with SOLE_FIELDS as our last write left
-        them while the watch has not caught up with that write."""
+        """The group's status as the watch shows it, with SOLE_FIELDS as our last write sent
+        them."""
         status = dict(watched)
-        answered = self._answered.get(group_uid)
-        if answered is None:
+        sent = self._sent.get(group_uid)
+        if sent is None:
             return status
-        if all(R.dumps_compact(status.get(f)) == R.dumps_compact(v) for f, v in answered.items()):
-            del self._answered[group_uid]  # the watch shows our write: it is the truth again
-            return status
-        status.update(answered)
+        status.update(sent.values)
         return status
 
     async def _write_latest(self, key: str) -> None:
@@ -351,7 +351,7 @@ class StatusWriter:
         try:
             while (want := self._latest.get(key)) is not None:
                 path, body, remember = want
-                outcome, _ = await self._send(path, body)
+                outcome = await self._send(path, body)
                 if outcome == "failed":
                     if self._closing:
                         return  # a clean stop does not wait for an API server that is away
@@ -438,8 +438,8 @@ class StatusWriter:
             live = {rec.uid for _, rec in items}
             for uid in [u for u in self._last_message_write if u not in live]:
                 del self._last_message_write[uid]
-            for uid in [u for u in self._answered if u not in live]:
-                del self._answered[uid]
+            for uid in [u for u in self._sent if u not in live]:
+                del self._sent[uid]
         else:
             keys = set(only) | evicted_keys
             items = [(k, self.cache.groups[k]) for k in keys if k in self.cache.groups]
@@ -479,13 +479,18 @@ class StatusWriter:
                 missing_pool,
                 moved.get(rec.uid, ""),
             )
-            if _comparable(desired) == _comparable(old) and rec.uid not in moved and not evicted:
-                if _messages(desired) == _messages(old):
+            # Until the API confirms our last write, compare with the watch: a write that failed
+            # or lost its answer is sent again unless the watch shows it arrived.
+            sent = self._sent.get(rec.uid)
+            held = old if sent is None or sent.confirmed else rec.status
+            if _comparable(desired) == _comparable(held) and rec.uid not in moved and not evicted:
+                if _messages(desired) == _messages(held):
                     continue
                 last = self._last_message_write.get(rec.uid, 0.0)
                 if now - last < self._message_interval:
                     continue
             self._last_message_write[rec.uid] = now
+            self._sent[rec.uid] = _Sent({f: desired[f] for f in SOLE_FIELDS if f in desired})
             self.cache.expect_group_status(rec.uid, desired)
             body = dict(desired)
             if desired["phase"] == old.get("phase"):
@@ -648,7 +653,7 @@ class StatusWriter:
         for task in tasks:
             task.cancel()
         self._latest.clear()
-        self._answered.clear()  # a new leader may write them: the watch is the truth again
+        self._sent.clear()  # a new leader may write them: the watch is the truth again
         return len(tasks)
 
     async def drain(self) -> None:

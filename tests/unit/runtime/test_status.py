@@ -374,10 +374,109 @@ async def test_a_pass_before_the_eviction_write_comes_back_does_not_restore_the_
     h.group(podgroup("victim", min_member=2, status=now))
     writer.write_groups(idle, 3.0, "t3")
     await writer.drain()
-    assert "pg-victim" not in writer._answered
     assert api.stored["victim"]["status"] == now
     # Really marked again (it ran again): written.
     again = D.MarkWillEvict(victim="pg-victim", preemptor="pg-urgent", deadline=1.8e9)
     writer.write_groups(SessionResult(decisions=(again,), explanations={}), 4.0, "t4")
     await writer.drain()
     assert api.stored["victim"]["status"]["preemption"]["role"] == "WillEvict"
+
+
+class TimeoutAfterApply(StoringApi):
+    """A PATCH the API server applies but whose answer never reaches us (a client timeout)."""
+
+    lose_next = False
+
+    async def merge_patch(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        answer = await super().merge_patch(path, body)
+        if self.lose_next:
+            self.lose_next = False
+            raise TimeoutError
+        return answer
+
+
+def _victim_and_preemptor(api_type: type[StoringApi]) -> tuple[Harness, StoringApi, StatusWriter]:
+    h = Harness()
+    h.group(podgroup("victim", min_member=2, status={"phase": "Running"}))
+    h.group(podgroup("urgent", min_member=1, status={"phase": "Inqueue"}))
+    for i in range(2):
+        h.pod(pod(f"victim-{i}", group="victim", node="n1", phase="Running"))
+    api = api_type({"victim": {"phase": "Running"}, "urgent": {"phase": "Inqueue"}})
+    fake: Any = api
+    return h, api, StatusWriter(fake, h.cache, SchedulerMetrics(), concurrency=2)
+
+
+_MARK = D.MarkWillEvict(victim="pg-victim", preemptor="pg-urgent", deadline=1.8e9)
+_REVERT = D.RevertDelayedPreemption(("pg-urgent", "pg-victim"), "preemptor gone")
+_IDLE = SessionResult(decisions=(), explanations={})
+
+
+async def test_a_revoke_applied_but_unanswered_does_not_bring_the_mark_back() -> None:
+    """A WillEvict revoked by a write the API applied but whose answer timed out: once the
+    watch shows the revoke, no later pass may send the mark back (it would come due and evict
+    the victim for a preemption that was called off)."""
+    h, api, writer = _victim_and_preemptor(TimeoutAfterApply)
+    writer.write_groups(SessionResult(decisions=(_MARK,), explanations={}), 1.0, "t1")
+    await writer.drain()
+    assert api.stored["victim"]["status"]["preemption"]["role"] == "WillEvict"
+    assert isinstance(api, TimeoutAfterApply)
+    api.lose_next = True
+    writer.write_groups(SessionResult(decisions=(_REVERT,), explanations={}), 2.0, "t2")
+    await writer.drain()
+    applied = dict(api.stored["victim"]["status"])
+    assert "preemption" not in applied
+    h.group(podgroup("victim", min_member=2, status=applied))  # the watch catches up
+    writer.write_groups(_IDLE, 3.0, "t3")
+    await writer.drain()
+    assert "preemption" not in api.stored["victim"]["status"]
+
+
+async def test_a_revoked_mark_stays_revoked_when_the_watch_lags_two_writes() -> None:
+    """Marked, then revoked, before the watch showed either: the watch's first state equals
+    the revoke, its next (the mark) is older than the revoke. A write after it (a pod left)
+    must not send the mark back."""
+    h, api, writer = _victim_and_preemptor(StoringApi)
+    writer.write_groups(_IDLE, 0.0, "t0")
+    await writer.drain()
+    first = dict(api.stored["victim"]["status"])
+    h.group(podgroup("victim", min_member=2, status=first))
+    writer.write_groups(SessionResult(decisions=(_MARK,), explanations={}), 1.0, "t1")
+    await writer.drain()
+    marked = dict(api.stored["victim"]["status"])
+    writer.write_groups(SessionResult(decisions=(_REVERT,), explanations={}), 2.0, "t1")
+    await writer.drain()
+    writer.write_groups(_IDLE, 2.5, "t1")  # the watch still shows `first`, equal to the revoke
+    await writer.drain()
+    h.group(podgroup("victim", min_member=2, status=marked))  # then delivers the mark
+    leaving = pod("victim-1", group="victim", node="n1", phase="Running")
+    leaving["metadata"]["deletionTimestamp"] = "2026-11-22T09:00:01Z"
+    h.pod(leaving)
+    writer.write_groups(_IDLE, 3.0, "t1")
+    await writer.drain()
+    assert "preemption" not in api.stored["victim"]["status"]
+
+
+async def test_a_write_that_failed_is_sent_again() -> None:
+    """A revoke that never reached the API is not taken as done: the next pass sends it."""
+
+    class Refusing(StoringApi):
+        refuse_next = False
+
+        async def merge_patch(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+            if self.refuse_next:
+                self.refuse_next = False
+                raise TimeoutError
+            return await super().merge_patch(path, body)
+
+    h, api, writer = _victim_and_preemptor(Refusing)
+    writer.write_groups(SessionResult(decisions=(_MARK,), explanations={}), 1.0, "t1")
+    await writer.drain()
+    h.group(podgroup("victim", min_member=2, status=dict(api.stored["victim"]["status"])))
+    assert isinstance(api, Refusing)
+    api.refuse_next = True
+    writer.write_groups(SessionResult(decisions=(_REVERT,), explanations={}), 2.0, "t2")
+    await writer.drain()
+    assert api.stored["victim"]["status"]["preemption"]["role"] == "WillEvict"
+    writer.write_groups(_IDLE, 3.0, "t3")
+    await writer.drain()
+    assert "preemption" not in api.stored["victim"]["status"]
