@@ -1,0 +1,274 @@
+"""Consolidation's value on openb: pods arrive one batch at a time, a session per batch.
+
+The one-shot protocol (``openb.py``) is a single session with nothing running, so consolidation
+has nothing to move. Here the FGD paper's arrival order is kept (seeded node order, seeded pod
+shuffle, pods appended until the arrived GPU request reaches ``tune`` x capacity) but pods arrive
+``batch`` at a time and every batch gets its own session over the cluster as it stands: pods
+placed earlier run (explicit one-pod groups, preemptible, equal priority, so the core may move
+them), the new pods wait. A new pod the session neither binds nor nominates is dropped, as in
+FGD (no queue, no retry). Evictions are carried forward the way the replay does (``replay.py``):
+a moved pod goes back to pending keeping its group and creation time, the gang keeps its
+nomination, and follow-up sessions place them. ``consolidate`` switches the core's own action
+on or off; nothing here decides a placement.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from operators.scheduler import ActionName, SessionConfig, run_session
+from operators.scheduler.decisions import Bind, Evict, EvictReason, Nominate
+from operators.scheduler.snapshot import GroupPhase, PodGroup, Snapshot, Task, TaskStatus
+from operators.simulator.fragmentation import MILLI
+from operators.simulator.openb import (
+    SEEDS,
+    TRACES,
+    arrival_order,
+    load_nodes,
+    load_pods,
+    node_order,
+    snapshot,
+)
+from operators.traces import traces_dir
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from operators.simulator.openb import TraceNode, TracePod
+
+FOLLOW_UP_SESSIONS = 4
+
+
+def session_config(consolidate: bool) -> SessionConfig:
+    """The core's defaults for the actions that matter here; ``consolidate`` adds its action."""
+    actions = (
+        (ActionName.ALLOCATE, ActionName.CONSOLIDATE) if consolidate else (ActionName.ALLOCATE,)
+    )
+    return SessionConfig(actions=actions, max_reservations=0)
+
+
+@dataclass(frozen=True, slots=True)
+class ArrivalResult:
+    unallocated: float  # % of GPU capacity unallocated once the arrived request reached tune
+    failed: int  # arrived pods never placed
+    moves: int  # jobs moved by consolidation
+    moved_gpus: float  # GPUs those moves relocated (a shared card's share counts as its fraction)
+    lost: int  # moved pods not placed again by the end (must be 0)
+    sessions: int
+
+
+@dataclass(slots=True)
+class Arrivals:
+    nodes: Sequence[TraceNode]
+    config: SessionConfig
+    groups: dict[str, PodGroup] = field(default_factory=dict)
+    tasks: dict[str, Task] = field(default_factory=dict)
+    gpu_milli: dict[str, int] = field(default_factory=dict)  # pod uid -> GPU request (milli)
+    failed: int = 0
+    moves: int = 0
+    moved_milli: int = 0
+    sessions: int = 0
+    _now: float = 0.0
+    _base: Snapshot | None = None
+
+    def add(self, index: int, pod: TracePod) -> str:
+        """Make ``pod`` (the ``index``-th arrival) a pending admitted one-pod group."""
+        one = snapshot((), (pod,))
+        uid = f"p{index:06d}"
+        self.groups[uid] = dataclasses.replace(
+            one.groups[0], uid=uid, name=uid, created=float(index), phase=GroupPhase.INQUEUE
+        )
+        self.tasks[uid] = dataclasses.replace(one.tasks[0], uid=uid, group=uid)
+        self.gpu_milli[uid] = pod.gpu_total
+        return uid
+
+    def settle(self, arrived: Sequence[str]) -> None:
+        """Sessions until nothing is evicted any more; then drop the new pods left unplaced."""
+        for _ in range(FOLLOW_UP_SESSIONS + 1):
+            if not self._session():
+                break
+        for uid in arrived:
+            task = self.tasks[uid]
+            if task.status != TaskStatus.BOUND and task.nominated_node is None:
+                self.failed += 1
+                del self.tasks[uid], self.groups[uid]
+
+    def _session(self) -> bool:
+        self._now += 1.0
+        if self._base is None:
+            self._base = snapshot(self.nodes, ())
+        base = self._base
+        snap = Snapshot(
+            now=self._now,
+            nodes=base.nodes,
+            groups=tuple(self.groups.values()),
+            tasks=tuple(self.tasks.values()),
+        )
+        result = run_session(snap, self.config)
+        self.sessions += 1
+        evicted = False
+        for d in result.decisions:
+            if isinstance(d, Evict):
+                evicted = True
+                for uid in d.tasks:
+                    self.tasks[uid] = dataclasses.replace(
+                        self.tasks[uid], status=TaskStatus.PENDING, node=None, gpu_ids=()
+                    )
+                    if d.reason is EvictReason.CONSOLIDATED:
+                        self.moves += 1
+                        self.moved_milli += self.gpu_milli[uid]
+                self.groups[d.group] = dataclasses.replace(
+                    self.groups[d.group],
+                    phase=GroupPhase.INQUEUE,
+                    consolidated_at=self._now
+                    if d.reason is EvictReason.CONSOLIDATED
+                    else self.groups[d.group].consolidated_at,
+                )
+            elif isinstance(d, Bind):
+                self.tasks[d.task] = dataclasses.replace(
+                    self.tasks[d.task],
+                    status=TaskStatus.BOUND,
+                    node=d.node,
+                    gpu_ids=d.gpu_ids,
+                    nominated_node=None,
+                )
+                self.groups[d.group] = dataclasses.replace(
+                    self.groups[d.group], phase=GroupPhase.RUNNING
+                )
+            elif isinstance(d, Nominate):
+                self.tasks[d.task] = dataclasses.replace(self.tasks[d.task], nominated_node=d.node)
+        return evicted or any(
+            t.nominated_node is not None and t.status != TaskStatus.BOUND
+            for t in self.tasks.values()
+        )
+
+    def result(self, capacity_milli: int) -> ArrivalResult:
+        used = sum(
+            self.gpu_milli[uid] for uid, t in self.tasks.items() if t.status == TaskStatus.BOUND
+        )
+        lost = sum(1 for t in self.tasks.values() if t.status != TaskStatus.BOUND)
+        return ArrivalResult(
+            unallocated=100.0 - 100.0 * used / capacity_milli,
+            failed=self.failed,
+            moves=self.moves,
+            moved_gpus=self.moved_milli / MILLI,
+            lost=lost,
+            sessions=self.sessions,
+        )
+
+
+def run(
+    nodes: Sequence[TraceNode],
+    pods: Sequence[TracePod],
+    seed: int,
+    consolidate: bool,
+    batch: int = 1,
+    tune: float = 1.0,
+    limit: int | None = None,
+) -> ArrivalResult:
+    """One seed: FGD's arrival order up to ``tune`` x capacity, ``batch`` pods per session."""
+    ordered = node_order(nodes, seed)
+    capacity = sum(n.gpus for n in nodes) * MILLI
+    arrived = arrival_order(pods, capacity, seed, tune)
+    # arrival_order may overshoot: stop at the first pod that reaches tune x capacity.
+    total, cut = 0, len(arrived)
+    for i, p in enumerate(arrived):
+        total += p.gpu_total
+        if total >= tune * capacity:
+            cut = i + 1
+            break
+    arrived = arrived[: cut if limit is None else min(cut, limit)]
+    state = Arrivals(ordered, session_config(consolidate))
+    for start in range(0, len(arrived), batch):
+        new = [state.add(i, arrived[i]) for i in range(start, min(start + batch, len(arrived)))]
+        state.settle(new)
+    return state.result(capacity)
+
+
+RESULTS = Path("docs/quality/consolidation-results.jsonl")
+
+
+def run_matrix(traces: Sequence[str], seeds: Sequence[int], batch: int, path: Path) -> None:
+    """Every (trace, seed, on/off) not yet in ``path``, one JSON line each (resumable)."""
+    done = set()
+    if path.is_file():
+        for line in path.read_text().splitlines():
+            row = json.loads(line)
+            done.add((row["trace"], int(row["seed"]), bool(row["consolidate"]), int(row["batch"])))
+    folder = traces_dir() / "openb"
+    nodes = load_nodes(folder / "openb_node_list_gpu_node.csv")
+    for seed in seeds:
+        for trace in traces:
+            pods = load_pods(folder / f"openb_pod_list_{trace}.csv")
+            for on in (False, True):
+                if (trace, seed, on, batch) in done:
+                    continue
+                started = time.perf_counter()
+                result = run(nodes, pods, seed, on, batch=batch)
+                row = {"trace": trace, "seed": seed, "consolidate": on, "batch": batch}
+                row |= dataclasses.asdict(result)
+                row["seconds"] = round(time.perf_counter() - started, 1)
+                with path.open("a") as f:
+                    f.write(json.dumps(row) + "\n")
+                sys.stderr.write(f"{json.dumps(row)}\n")
+
+
+def table(path: Path, batch: int) -> str:
+    """Per trace, the mean over seeds of unallocated GPU % off and on, and what moved."""
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    out = [
+        (
+            "| trace | seeds | unallocated % off | unallocated % on | difference | "
+            "failed pods off / on | moves | moved GPUs | lost |"
+        ),
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for trace in TRACES:
+        pair = {
+            on: [
+                r
+                for r in rows
+                if r["trace"] == trace and r["batch"] == batch and r["consolidate"] is on
+            ]
+            for on in (False, True)
+        }
+        seeds = sorted({r["seed"] for r in pair[False]} & {r["seed"] for r in pair[True]})
+        if not seeds:
+            continue
+        off = [r for r in pair[False] if r["seed"] in seeds]
+        on = [r for r in pair[True] if r["seed"] in seeds]
+
+        def mean(rs: list[dict[str, Any]], key: str) -> float:
+            return sum(float(r[key]) for r in rs) / len(rs)
+
+        out.append(
+            f"| {trace} | {len(seeds)} | {mean(off, 'unallocated'):.2f} | "
+            f"{mean(on, 'unallocated'):.2f} | "
+            f"{mean(off, 'unallocated') - mean(on, 'unallocated'):.2f} | "
+            f"{mean(off, 'failed'):.1f} / {mean(on, 'failed'):.1f} | {mean(on, 'moves'):.1f} | "
+            f"{mean(on, 'moved_gpus'):.1f} | {sum(int(r['lost']) for r in on)} |"
+        )
+    return "\n".join(out)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--traces", nargs="+", default=list(TRACES), choices=TRACES)
+    parser.add_argument("--seeds", nargs="+", type=int, default=list(SEEDS[:1]))
+    parser.add_argument("--batch", type=int, default=25, help="pods per session")
+    parser.add_argument("--results", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+    args.results.parent.mkdir(parents=True, exist_ok=True)
+    run_matrix(args.traces, args.seeds, args.batch, args.results)
+    sys.stdout.write(table(args.results, args.batch) + "\n")
+
+
+if __name__ == "__main__":
+    main()
