@@ -20,6 +20,7 @@ import json
 import sys
 import time
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -172,8 +173,12 @@ def run(
     batch: int = 1,
     tune: float = 1.0,
     limit: int | None = None,
+    warmup: float = 0.0,
 ) -> ArrivalResult:
-    """One seed: FGD's arrival order up to ``tune`` x capacity, ``batch`` pods per session."""
+    """One seed: FGD's arrival order up to ``tune`` x capacity, ``batch`` pods per session,
+    except that the pods arriving until ``warmup`` x capacity come in one first session (a
+    batch like the others, only larger: it costs one session instead of hundreds while the
+    cluster is too empty for anything to fail)."""
     ordered = node_order(nodes, seed)
     capacity = sum(n.gpus for n in nodes) * MILLI
     arrived = arrival_order(pods, capacity, seed, tune)
@@ -186,33 +191,41 @@ def run(
             break
     arrived = arrived[: cut if limit is None else min(cut, limit)]
     state = Arrivals(ordered, session_config(consolidate))
-    for start in range(0, len(arrived), batch):
-        new = [state.add(i, arrived[i]) for i in range(start, min(start + batch, len(arrived)))]
-        state.settle(new)
+    first, total = 0, 0
+    while first < len(arrived) and total + arrived[first].gpu_total <= warmup * capacity:
+        total += arrived[first].gpu_total
+        first += 1
+    bounds = [0, *range(first or batch, len(arrived), batch), len(arrived)]
+    for start, end in pairwise(bounds):
+        if end > start:
+            state.settle([state.add(i, arrived[i]) for i in range(start, end)])
     return state.result(capacity)
 
 
 RESULTS = Path("docs/quality/consolidation-results.jsonl")
 
 
-def run_matrix(traces: Sequence[str], seeds: Sequence[int], batch: int, path: Path) -> None:
+def run_matrix(
+    traces: Sequence[str], seeds: Sequence[int], batch: int, warmup: float, path: Path
+) -> None:
     """Every (trace, seed, on/off) not yet in ``path``, one JSON line each (resumable)."""
     done = set()
     if path.is_file():
         for line in path.read_text().splitlines():
             row = json.loads(line)
-            done.add((row["trace"], int(row["seed"]), bool(row["consolidate"]), int(row["batch"])))
+            done.add((row["trace"], row["seed"], row["consolidate"], row["batch"], row["warmup"]))
     folder = traces_dir() / "openb"
     nodes = load_nodes(folder / "openb_node_list_gpu_node.csv")
     for seed in seeds:
         for trace in traces:
             pods = load_pods(folder / f"openb_pod_list_{trace}.csv")
             for on in (False, True):
-                if (trace, seed, on, batch) in done:
+                if (trace, seed, on, batch, warmup) in done:
                     continue
                 started = time.perf_counter()
-                result = run(nodes, pods, seed, on, batch=batch)
-                row = {"trace": trace, "seed": seed, "consolidate": on, "batch": batch}
+                result = run(nodes, pods, seed, on, batch=batch, warmup=warmup)
+                row = {"trace": trace, "seed": seed, "consolidate": on}
+                row |= {"batch": batch, "warmup": warmup}
                 row |= dataclasses.asdict(result)
                 row["seconds"] = round(time.perf_counter() - started, 1)
                 with path.open("a") as f:
@@ -220,7 +233,7 @@ def run_matrix(traces: Sequence[str], seeds: Sequence[int], batch: int, path: Pa
                 sys.stderr.write(f"{json.dumps(row)}\n")
 
 
-def table(path: Path, batch: int) -> str:
+def table(path: Path, batch: int, warmup: float) -> str:
     """Per trace, the mean over seeds of unallocated GPU % off and on, and what moved."""
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     out = [
@@ -235,7 +248,10 @@ def table(path: Path, batch: int) -> str:
             on: [
                 r
                 for r in rows
-                if r["trace"] == trace and r["batch"] == batch and r["consolidate"] is on
+                if r["trace"] == trace
+                and r["batch"] == batch
+                and r["warmup"] == warmup
+                and r["consolidate"] is on
             ]
             for on in (False, True)
         }
@@ -262,12 +278,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--traces", nargs="+", default=list(TRACES), choices=TRACES)
     parser.add_argument("--seeds", nargs="+", type=int, default=list(SEEDS[:1]))
-    parser.add_argument("--batch", type=int, default=25, help="pods per session")
+    parser.add_argument("--batch", type=int, default=10, help="pods per session")
+    parser.add_argument(
+        "--warmup", type=float, default=0.8, help="arrived share of capacity placed in one session"
+    )
     parser.add_argument("--results", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     args.results.parent.mkdir(parents=True, exist_ok=True)
-    run_matrix(args.traces, args.seeds, args.batch, args.results)
-    sys.stdout.write(table(args.results, args.batch) + "\n")
+    run_matrix(args.traces, args.seeds, args.batch, args.warmup, args.results)
+    sys.stdout.write(table(args.results, args.batch, args.warmup) + "\n")
 
 
 if __name__ == "__main__":

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from operators.simulator.consolidation import Arrivals, session_config
 from operators.simulator.openb import TraceNode, TracePod
 
@@ -16,15 +18,18 @@ TRACE = (
 )
 
 
-def replay(consolidate: bool) -> Arrivals:
+def replay(consolidate: bool, batch: int) -> Arrivals:
+    """The trace ``batch`` pods per session (3: one session, as for a warm-up)."""
     state = Arrivals(NODES, session_config(consolidate))
-    for i, pod in enumerate(TRACE):
-        state.settle([state.add(i, pod)])
+    for start in range(0, len(TRACE), batch):
+        new = [state.add(i, TRACE[i]) for i in range(start, min(start + batch, len(TRACE)))]
+        state.settle(new)
     return state
 
 
-def test_without_consolidation_the_two_card_pod_is_dropped() -> None:
-    state = replay(consolidate=False)
+@pytest.mark.parametrize("batch", [1, 3])
+def test_without_consolidation_the_two_card_pod_is_dropped(batch: int) -> None:
+    state = replay(consolidate=False, batch=batch)
     result = state.result(CAPACITY)
     assert state.tasks["p000000"].node == "n0"
     assert state.tasks["p000001"].node == "n1"
@@ -33,7 +38,7 @@ def test_without_consolidation_the_two_card_pod_is_dropped() -> None:
 
 
 def test_with_consolidation_a_moves_to_n1_and_c_takes_n0() -> None:
-    state = replay(consolidate=True)
+    state = replay(consolidate=True, batch=1)
     result = state.result(CAPACITY)
     assert {uid: t.node for uid, t in state.tasks.items()} == {
         "p000000": "n1",
@@ -42,3 +47,10 @@ def test_with_consolidation_a_moves_to_n1_and_c_takes_n0() -> None:
     }
     assert (result.failed, result.moves, result.moved_gpus, result.lost) == (0, 1, 1.0, 0)
     assert result.unallocated == 0.0
+
+
+def test_pods_of_the_same_batch_are_not_yet_running_so_none_of_them_moves() -> None:
+    """One session for all three: a and b are bound in the session that fails c, so they are
+    not running jobs yet and the core moves nothing (batches undercount consolidation)."""
+    result = replay(consolidate=True, batch=3).result(CAPACITY)
+    assert (result.failed, result.moves, result.unallocated) == (1, 0, 50.0)
