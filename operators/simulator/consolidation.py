@@ -154,10 +154,12 @@ class Arrivals:
         used = sum(
             self.gpu_milli[uid] for uid, t in self.tasks.items() if t.status == TaskStatus.BOUND
         )
-        lost = sum(1 for t in self.tasks.values() if t.status != TaskStatus.BOUND)
+        waiting = [t for t in self.tasks.values() if t.status != TaskStatus.BOUND]
+        # A moved pod still waiting is lost; a new pod whose nominated room never came failed.
+        lost = sum(1 for t in waiting if self.groups[t.group].consolidated_at is not None)
         return ArrivalResult(
             unallocated=100.0 - 100.0 * used / capacity_milli,
-            failed=self.failed,
+            failed=self.failed + len(waiting) - lost,
             moves=self.moves,
             moved_gpus=self.moved_milli / MILLI,
             lost=lost,
