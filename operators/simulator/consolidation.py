@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from operators.scheduler import ActionName, SessionConfig, run_session
 from operators.scheduler.decisions import Bind, Evict, EvictReason, Nominate
+from operators.scheduler.memo import SessionMemo
 from operators.scheduler.snapshot import GroupPhase, PodGroup, Snapshot, Task, TaskStatus
 from operators.simulator.fragmentation import MILLI
 from operators.simulator.openb import (
@@ -78,6 +79,9 @@ class Arrivals:
     sessions: int = 0
     _now: float = 0.0
     _base: Snapshot | None = None
+    # Unchanged groups and tasks are the same objects from session to session: the memo
+    # spares session open from deriving them again (decisions are the same without it).
+    _memo: SessionMemo = field(default_factory=SessionMemo)
 
     def add(self, index: int, pod: TracePod) -> str:
         """Make ``pod`` (the ``index``-th arrival) a pending admitted one-pod group."""
@@ -112,7 +116,7 @@ class Arrivals:
             groups=tuple(self.groups.values()),
             tasks=tuple(self.tasks.values()),
         )
-        result = run_session(snap, self.config)
+        result = run_session(snap, self.config, self._memo)
         self.sessions += 1
         evicted = False
         for d in result.decisions:
