@@ -124,6 +124,14 @@ class BoundTimes:
                 raise RuntimeError(f"{missing} of {len(names)} pods not bound in {within:.0f}s")
             await asyncio.sleep(0.05)
 
+    async def wait_count(self, n: int, within: float) -> None:
+        """For pods named by a controller: until `n` bench pods have been seen bound."""
+        deadline = time.monotonic() + within
+        while len(self.at) < n:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{n - len(self.at)} of {n} pods not bound in {within:.0f}s")
+            await asyncio.sleep(0.05)
+
 
 @dataclasses.dataclass(frozen=True)
 class Run:
@@ -193,6 +201,7 @@ class Sluice:
     kubeconfig: str
     log: pathlib.Path
     concurrency: int
+    source: str | None = None  # run from this source tree (a baseline); None: this one
     port: int = 0
     proc: asyncio.subprocess.Process | None = None
     started: float = 0.0
@@ -209,9 +218,11 @@ class Sluice:
         cmd = [sys.executable, "-m", "operators", "scheduler", "--no-leader-election"]
         cmd += [f"--{k}={v}" for k, v in flags.items()]
         out = self.log.open("a")
+        # `-m` puts the working directory first on sys.path: a baseline runs from its own tree.
+        env = {**os.environ, "PYTHONPATH": self.source} if self.source else None
         self.started = time.monotonic()
         self.proc = await asyncio.create_subprocess_exec(
-            *cmd, stdout=out, stderr=asyncio.subprocess.STDOUT
+            *cmd, stdout=out, stderr=asyncio.subprocess.STDOUT, env=env, cwd=self.source
         )
         out.close()
         return self
@@ -255,11 +266,12 @@ class Bench:
     start_kube_scheduler: Callable[[], Any] | None  # None: kube-scheduler is left out
     stop_kube_scheduler: Callable[[], Any] | None
     patience: float = 900.0
+    baseline: str | None = None  # source tree of contestant "sluice-baseline"
     peak_rss: float = 0.0
     # Fresh pod names every time: the pod garbage collector acts on names from its (possibly
     # lagging) cache and would delete a new pod that reuses a force-deleted pod's name.
     tag: str = dataclasses.field(default_factory=lambda: uuid.uuid4().hex[:5])
-    _seq: int = 0
+    seq: int = 0
     created_at: dict[str, float] = dataclasses.field(default_factory=dict)  # POST answered
 
     async def create(
@@ -271,8 +283,8 @@ class Bench:
         gangs: bool = False,
     ) -> list[str]:
         """Pods in groups of `sizes` (PodGroups when `gangs`); returns the pod names."""
-        self._seq += 1
-        prefix = f"{prefix}-{self.tag}{self._seq}"
+        self.seq += 1
+        prefix = f"{prefix}-{self.tag}{self.seq}"
         names: list[str] = []
         bodies: list[JsonDict] = []
         if gangs:
@@ -324,7 +336,8 @@ class Bench:
                     finally:
                         await asyncio.to_thread(self.stop_kube_scheduler)
                 else:
-                    async with Sluice(self.kubeconfig, self.log(), self.concurrency) as s:
+                    source = self.baseline if contestant == "sluice-baseline" else None
+                    async with Sluice(self.kubeconfig, self.log(), self.concurrency, source) as s:
                         started = s.started
                         ready_at = await s.ready_after()
                         await seen.wait_for(set(names), self.patience)
@@ -474,20 +487,32 @@ class Settings:
     rounds: int = 3
     concurrency: int = 64
     shapes: tuple[tuple[int, int], ...] = ((500, 20), (20, 500), (1, 10_000))
+    # jobs x pods per job, as VCJobs (jobs operator + Sluice) and batch/v1 Jobs (job
+    # controller + kube-scheduler): bench/live_jobs.py
+    job_shapes: tuple[tuple[int, int], ...] = ((10_000, 1), (500, 20), (20, 500), (1, 10_000))
     per_node: int = 10
     pending: int = 2_000
     quiet: float = 20.0
     rate: float = 200.0
     seconds: float = 300.0
     kube_scheduler: bool = True
+    # A source tree (e.g. `git worktree add /tmp/base main`) whose scheduler runs as a second
+    # Sluice contestant in the burst and gang scenarios: before/after in one run.
+    baseline: str = ""
 
 
 async def run(bench: Bench, nodes: list[str], s: Settings) -> dict[str, Any]:
     await ensure_namespace(bench.client)
     await bench.clean()
-    contestants = ["bare", *(["kube-scheduler"] if s.kube_scheduler else []), "sluice"]
+    sluices = ["sluice", *(["sluice-baseline"] if s.baseline else [])]
+    contestants = ["bare", *(["kube-scheduler"] if s.kube_scheduler else []), *sluices]
     plain: dict[str, list[Run]] = {c: [] for c in contestants}
     gangs: dict[str, list[Run]] = {f"{g}x{m}": [] for g, m in s.shapes}
+    baseline_gangs: dict[str, list[Run]] = {f"{g}x{m}": [] for g, m in s.shapes}
+    from bench import live_jobs  # it builds on this module's pieces
+
+    job_sides = ["vcjob", *(["batch"] if s.kube_scheduler else [])]
+    jobs = {f"{g}x{m}": {side: list[Run]() for side in job_sides} for g, m in s.job_shapes}
     loads: list[float] = [os.getloadavg()[0]]
     for r in range(s.rounds):
         order = contestants[r % len(contestants) :] + contestants[: r % len(contestants)]
@@ -496,9 +521,16 @@ async def run(bench: Bench, nodes: list[str], s: Settings) -> dict[str, Any]:
             plain[c].append(run_)
             print(f"round {r + 1} plain {c}: {describe(run_)}", flush=True)
         for g, m in s.shapes:
-            run_ = await bench.one("sluice", [m] * g, gangs=True)
-            gangs[f"{g}x{m}"].append(run_)
-            print(f"round {r + 1} gangs {g}x{m}: {describe(run_)}", flush=True)
+            for c in sluices[r % len(sluices) :] + sluices[: r % len(sluices)]:
+                run_ = await bench.one(c, [m] * g, gangs=True)
+                (gangs if c == "sluice" else baseline_gangs)[f"{g}x{m}"].append(run_)
+                print(f"round {r + 1} gangs {g}x{m} {c}: {describe(run_)}", flush=True)
+        for g, m in s.job_shapes:
+            sides = job_sides[r % len(job_sides) :] + job_sides[: r % len(job_sides)]
+            for side in sides:
+                run_ = await live_jobs.one(bench, side, g, m)
+                jobs[f"{g}x{m}"][side].append(run_)
+                print(f"round {r + 1} jobs {g}x{m} {side}: {describe(run_)}", flush=True)
         loads.append(os.getloadavg()[0])
     steady = await bench.steady(nodes, s.per_node, s.pending, s.quiet)
     print(f"steady: {steady}", flush=True)
@@ -508,6 +540,8 @@ async def run(bench: Bench, nodes: list[str], s: Settings) -> dict[str, Any]:
     return {
         "plain": plain,
         "gangs": gangs,
+        "baseline_gangs": baseline_gangs if s.baseline else {},
+        "jobs": jobs,
         "steady": steady,
         "arrival": arrival,
         "loads": loads,
@@ -541,6 +575,17 @@ def report(result: Mapping[str, Any], s: Settings, command: str, where: str) -> 
             f"each round and at the end: {loads} on {os.cpu_count()} CPUs shared with other work: "
             "compare within a row, not across runs."
         ),
+        *(
+            [
+                "",
+                (
+                    f"`sluice-baseline` is the scheduler of the source tree `{s.baseline}`, run "
+                    "in turn with this tree's `sluice` on the same pods (order rotated each round)."
+                ),
+            ]
+            if s.baseline
+            else []
+        ),
         "",
         (
             "| pods | contestant | first bound s | all bound s | pods/s (10-90%) | all bound / bare "
@@ -550,6 +595,10 @@ def report(result: Mapping[str, Any], s: Settings, command: str, where: str) -> 
     ]
     rows = [(f"{s.pods} x 1 (plain)", c, runs) for c, runs in plain.items()]
     rows += [(f"{k} (PodGroups)", "sluice", runs) for k, runs in result["gangs"].items()]
+    rows += [
+        (f"{k} (PodGroups)", "sluice-baseline", runs)
+        for k, runs in result.get("baseline_gangs", {}).items()
+    ]
     for label, c, runs in rows:
         first, done = med(runs, "first"), med(runs, "done")
         first_text, done_text, ratio = f"{first:.2f}", f"{done:.2f}", f"{done / bare_done:.2f}x"
@@ -565,6 +614,10 @@ def report(result: Mapping[str, Any], s: Settings, command: str, where: str) -> 
             f"| {label} | {c} | {first_text} | {done_text} | {med(runs, 'rate'):.0f} "
             f"| {ratio} | {sessions} |"
         )
+    if result.get("jobs"):
+        from bench import live_jobs
+
+        lines += ["", *live_jobs.describe_all(result["jobs"])]
     st: Steady = result["steady"]
     ar: Arrival = result["arrival"]
     lines += [
@@ -588,20 +641,36 @@ def report(result: Mapping[str, Any], s: Settings, command: str, where: str) -> 
 def parse(argv: list[str] | None) -> tuple[argparse.Namespace, Settings]:
     p = bench_parser("python -m bench.live", __doc__)
     for f in dataclasses.fields(Settings):
-        if f.name not in ("shapes", "kube_scheduler"):
+        if f.name not in ("shapes", "job_shapes", "kube_scheduler"):
             p.add_argument("--" + f.name.replace("_", "-"), type=type(f.default), default=f.default)
     p.add_argument("--shapes", default="500x20,20x500,1x10000", help="gangs x size, ...")
+    p.add_argument(
+        "--job-shapes",
+        default="10000x1,500x20,20x500,1x10000",
+        help="jobs x pods, ... as VCJobs and batch/v1 Jobs ('' leaves them out)",
+    )
     p.add_argument("--write", help="append the dated report to this markdown file")
     p.set_defaults(kube_scheduler=True)
     args = p.parse_args(argv)
-    shapes = tuple(
-        (int(g), int(m)) for g, m in (part.split("x") for part in args.shapes.split(",") if part)
-    )
     given = {
-        f.name: getattr(args, f.name) for f in dataclasses.fields(Settings) if f.name != "shapes"
+        f.name: getattr(args, f.name)
+        for f in dataclasses.fields(Settings)
+        if f.name not in ("shapes", "job_shapes")
     }
-    settings = Settings(**{**given, "shapes": shapes, "kube_scheduler": args.kubeconfig is None})
+    settings = Settings(
+        **{
+            **given,
+            "shapes": shapes_of(args.shapes),
+            "job_shapes": shapes_of(args.job_shapes),
+            "kube_scheduler": args.kubeconfig is None,
+        }
+    )
     return args, settings
+
+
+def shapes_of(text: str) -> tuple[tuple[int, int], ...]:
+    """ "500x20,1x10000" -> ((500, 20), (1, 10000))."""
+    return tuple((int(g), int(m)) for g, m in (p.split("x") for p in text.split(",") if p))
 
 
 @contextlib.asynccontextmanager
@@ -620,6 +689,7 @@ async def run_on(path: str, logs: pathlib.Path, s: Settings, cluster: Any | None
             s.concurrency,
             cluster.start_kube_scheduler if cluster is not None else None,
             (lambda: cluster.stop_process("kube-scheduler")) if cluster is not None else None,
+            baseline=s.baseline or None,
         )
         nodes, _ = await client.list("/api/v1/nodes")
         names = [

@@ -8,15 +8,21 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from bench import live
 
 
+# A hang guard: six scheduler starts (plus a jobs operator and two kube-scheduler starts) take a
+# few minutes on a loaded 2-core machine.
+@pytest.mark.timeout(900)
 def test_live_bench_runs_every_scenario_and_reports(cluster: Any, tmp_path: Path) -> None:
     settings = live.Settings(
         pods=12,
         rounds=1,
         concurrency=8,
         shapes=((3, 4), (1, 12)),
+        job_shapes=((2, 3),),
         per_node=2,
         pending=3,
         quiet=1.0,
@@ -29,9 +35,12 @@ def test_live_bench_runs_every_scenario_and_reports(cluster: Any, tmp_path: Path
     assert set(plain) == {"bare", "kube-scheduler", "sluice"}
     assert all(r.pods == 12 for runs in plain.values() for r in runs)
     assert [r.pods for runs in result["gangs"].values() for r in runs] == [12, 12]
+    assert [r.pods for r in result["jobs"]["2x3"]["vcjob"]] == [6]
+    assert [r.pods for r in result["jobs"]["2x3"]["batch"]] == [6]
     assert result["steady"].running > 0
     assert result["arrival"].pods >= 8
     assert result["peak_rss"] > 0
     text = live.report(result, settings, "python -m bench.live (smoke)", "the e2e cluster")
     assert "| 12 x 1 (plain) | kube-scheduler |" in text
     assert "| 3x4 (PodGroups) | sluice |" in text
+    assert "| 2x3 | VCJobs: jobs operator + Sluice |" in text

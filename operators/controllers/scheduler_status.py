@@ -270,6 +270,11 @@ class StatusWriter:
         self.implicit_marks: dict[str, S.PreemptionMark] = {}
         self._last_pod_reason: dict[str, str] = {}  # pod uid -> PodScheduled message written
         self._pool_warned: set[str] = set()  # plain pods told (Event) that their pool is missing
+        # The waiting plain pods (uid, message) of the last session's explanations, worked out
+        # once per session: between sessions the loop calls write_pod_reasons on every wake
+        # (pod events only), and going over every explanation each time cost a burst of
+        # 10,000 plain pods a tenth of the event loop's time while its Bindings waited.
+        self._explained: tuple[Mapping[str, D.Explanation], list[tuple[str, str]]] | None = None
         # group uid -> status.lastEviction not written yet (kept across passes: a group whose
         # write is in flight when it is evicted gets it with its next write).
         self._evictions: dict[str, dict[str, Any]] = {}
@@ -571,28 +576,19 @@ class StatusWriter:
         not exist (they are not scheduled until it does). Written when the message changes, at
         most once per message interval per pod. Returns (pod, message) of each write, for a
         FailedScheduling Event."""
-        waiting: list[tuple[R.PodRecord, str]] = []
-        for group_uid, why in result.explanations.items():
-            if not group_uid.startswith("pod:"):
-                continue
-            rec = self.cache.pods.get(group_uid[4:])
-            if rec is None:
-                continue
-            # Like a PodGroup's PoolFallback: a plain pod naming a missing pool is placed in
-            # the default pool, with one Warning Event and the fact in its waiting message.
-            missing_pool = "" if self._pool_exists(rec.pool or S.DEFAULT_POOL) else rec.pool
-            if missing_pool and rec.uid not in self._pool_warned and self._warn is not None:
-                self._pool_warned.add(rec.uid)
-                self._warn(group_uid, POOL_NOT_FOUND, pool_fallback_message(missing_pool))
-            if why.code is not D.ReasonCode.SCHEDULED:
-                prefix = f"{pool_fallback_message(missing_pool)}; " if missing_pool else ""
-                waiting.append((rec, prefix + why.message))
-        waiting.extend((rec, missing_group_message(rec)) for rec in self.cache.orphans())
+        explained, fresh = self._explained, False
+        if explained is None or explained[0] is not result.explanations:
+            explained = self._explained = (result.explanations, self._waiting_explained(result))
+            fresh = True
+        waiting = [
+            *explained[1],
+            *((rec.uid, missing_group_message(rec)) for rec in self.cache.orphans()),
+        ]
         written: list[tuple[R.PodRecord, str]] = []
-        for rec, text in waiting:
-            pod_uid = rec.uid
+        for pod_uid, text in waiting:
+            rec = self.cache.pods.get(pod_uid)
             key = f"pod/{pod_uid}"
-            if rec.node_name or pod_uid in self.cache.assumed:
+            if rec is None or rec.node_name or pod_uid in self.cache.assumed:
                 continue
             message = text[:1024]
             if self._last_pod_reason.get(pod_uid) == message or key in self._in_flight:
@@ -616,11 +612,33 @@ class StatusWriter:
                 strategic=True,  # pod conditions merge by type: other conditions stay
             )
             written.append((rec, message))
-        for uid in [u for u in self._last_pod_reason if u not in self.cache.pods]:
-            del self._last_pod_reason[uid]
-            self._last_message_write.pop(f"pod/{uid}", None)
-        self._pool_warned.intersection_update(self.cache.pods)
+        if fresh:  # once per session: both walks are as long as the cluster's pod list
+            for uid in [u for u in self._last_pod_reason if u not in self.cache.pods]:
+                del self._last_pod_reason[uid]
+                self._last_message_write.pop(f"pod/{uid}", None)
+            self._pool_warned.intersection_update(self.cache.pods)
         return written
+
+    def _waiting_explained(self, result: SessionResult) -> list[tuple[str, str]]:
+        """(pod uid, message) of the plain pods the session left waiting; warns (once per pod)
+        about plain pods naming a missing pool, placed or not."""
+        waiting: list[tuple[str, str]] = []
+        for group_uid, why in result.explanations.items():
+            if not group_uid.startswith("pod:"):
+                continue
+            rec = self.cache.pods.get(group_uid[4:])
+            if rec is None:
+                continue
+            # Like a PodGroup's PoolFallback: a plain pod naming a missing pool is placed in
+            # the default pool, with one Warning Event and the fact in its waiting message.
+            missing_pool = "" if self._pool_exists(rec.pool or S.DEFAULT_POOL) else rec.pool
+            if missing_pool and rec.uid not in self._pool_warned and self._warn is not None:
+                self._pool_warned.add(rec.uid)
+                self._warn(group_uid, POOL_NOT_FOUND, pool_fallback_message(missing_pool))
+            if why.code is not D.ReasonCode.SCHEDULED:
+                prefix = f"{pool_fallback_message(missing_pool)}; " if missing_pool else ""
+                waiting.append((rec.uid, prefix + why.message))
+        return waiting
 
     def _write_cluster_status(
         self,

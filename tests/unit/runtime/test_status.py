@@ -124,6 +124,35 @@ async def test_waiting_plain_pods_get_podscheduled_false_with_the_reason() -> No
     assert len(api.patches) == 1
 
 
+async def test_between_sessions_pod_reasons_follow_the_cache() -> None:
+    """The loop asks again on every wake with the last session's result (worked out once per
+    session): a pod the watch has shown bound since gets no Unschedulable write, and a pod
+    whose binding failed since gets one."""
+    h = Harness()
+    for name in ("bound-since", "failed-since"):
+        h.pod(pod(name, gpu=1))
+        h.cache.assume(f"uid-{name}", "n1", (0,), now=0.0)
+    api = PatchRecorder()
+    fake: Any = api
+    writer = StatusWriter(fake, h.cache, SchedulerMetrics(), concurrency=2)
+    why = "no room"
+    result = SessionResult(
+        decisions=(),
+        explanations={
+            f"pod:uid-{n}": D.Explanation(f"pod:uid-{n}", D.ReasonCode.UNSCHEDULABLE, why)
+            for n in ("bound-since", "failed-since")
+        },
+    )
+    assert writer.write_pod_reasons(result, 100.0, "t") == []  # both assumed
+    h.pod(pod("bound-since", gpu=1, node="n1", uid="uid-bound-since"))  # the watch: bound
+    h.cache.forget("uid-bound-since")
+    h.cache.forget("uid-failed-since")  # its Binding was refused
+    written = writer.write_pod_reasons(result, 101.0, "t")
+    await writer.drain()
+    assert [(p.name, m) for p, m in written] == [("failed-since", why)]
+    assert [path for path, _ in api.patches] == ["/api/v1/namespaces/ns/pods/failed-since/status"]
+
+
 class MergeRecorder:
     """A narrow stand-in for the client's merge patch of status subresources."""
 
