@@ -31,6 +31,9 @@ class _KopfLoader(importlib.abc.Loader):
     def __init__(self, real: importlib.abc.Loader) -> None:
         self.real = real
 
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.real, name)  # resource readers and the like: kopf's own
+
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
         return self.real.create_module(spec)
 

@@ -77,9 +77,9 @@ class KubeClient:
         self._tls_generation = conn.tls_generation
         # Per-request options that do not change: the proxy and the name the server
         # certificate must carry.
-        self._request_options: dict[str, Any] = env_proxy(conn.server)
-        if conn.proxy:
-            self._request_options = {"proxy": conn.proxy}
+        self._request_options: dict[str, Any] = (
+            {"proxy": conn.proxy} if conn.proxy else env_proxy(conn.server)
+        )
         if conn.tls_server_name:
             self._request_options["server_hostname"] = conn.tls_server_name
 
