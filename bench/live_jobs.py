@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import sys
 import time
 from collections.abc import AsyncIterator
 
 from bench.bind import IDLE_SCHEDULER, NAMESPACE, delete_pods, gather_bounded, pod_body
+from bench.jobs import start, stop
 from bench.live import Bench, BoundTimes, Run, Sluice, create_retrying, med, summarize
 from operators.api.batch import VCJob
 from operators.api.scheduling import PodGroup
@@ -64,29 +64,18 @@ def batch_job_body(name: str, size: int) -> JsonDict:
 @contextlib.asynccontextmanager
 async def jobs_operator(bench: Bench) -> AsyncIterator[asyncio.subprocess.Process]:
     """`python -m operators jobs` watching the bench namespace, as a child process."""
-    out = bench.log().with_name("jobs.log").open("a")
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "operators",
+    proc = await start(
         "jobs",
-        f"--kubeconfig={bench.kubeconfig}",
+        bench.kubeconfig,
+        bench.logs,
         f"--jobs-namespaces={NAMESPACE}",
         "--jobs-health-port=0",
-        stdout=out,
-        stderr=asyncio.subprocess.STDOUT,
     )
-    out.close()
     try:
         yield proc
     finally:
         if proc.returncode is None:
-            proc.terminate()
-            try:
-                await asyncio.wait_for(proc.wait(), 30)
-            except TimeoutError:
-                proc.kill()
-                await proc.wait()
+            await stop(proc)
 
 
 async def wait_listed(bench: Bench, proc: asyncio.subprocess.Process, within: float) -> None:
