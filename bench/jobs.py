@@ -118,18 +118,21 @@ async def start(
     out = (logs / f"{name}.log").open("wb")
     # `-m` puts the working directory first on sys.path: a baseline runs from its own tree.
     env = {**os.environ, "PYTHONPATH": source} if source else None
-    return await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "operators",
-        name,
-        f"--kubeconfig={path}",
-        *extra,
-        stdout=out,
-        stderr=asyncio.subprocess.STDOUT,
-        env=env,
-        cwd=source,
-    )
+    try:
+        return await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "operators",
+            name,
+            f"--kubeconfig={path}",
+            *extra,
+            stdout=out,
+            stderr=asyncio.subprocess.STDOUT,
+            env=env,
+            cwd=source,
+        )
+    finally:
+        out.close()  # the child has its own copy of the descriptor
 
 
 async def stop(proc: Any) -> None:
