@@ -359,15 +359,20 @@ class SchedulerOperator:
                     self._schedule_wanted = True
                     await asyncio.sleep(1.0)
             elif woke and self.leading():
-                # Only pod phases moved (e.g. Running): refresh statuses, no session needed.
-                now = time.time()
-                result = self._last_result or SessionResult(decisions=(), explanations={})
-                dirty, self.cache.dirty_groups = self.cache.dirty_groups, set()
-                known = SessionResult(decisions=(), explanations=result.explanations)
-                status.write_groups(known, now, R.rfc3339(now), only=dirty)
-                # A pod naming a missing PodGroup starts no session; say why it waits anyway.
-                self._write_pod_reasons(applier, status, known, now)
-                self._export_triggers()
+                self.status_pass(applier, status)
+
+    def status_pass(self, applier: DecisionApplier, status: StatusWriter) -> None:
+        """Only pod phases or statuses moved (e.g. Running): refresh the statuses of the groups
+        they touched with the last session's explanations; no session needed."""
+        now = time.time()
+        result = self._last_result or SessionResult(decisions=(), explanations={})
+        dirty, self.cache.dirty_groups = self.cache.dirty_groups, set()
+        self._track_dirty_below_minimum(applier, dirty, now)
+        known = SessionResult(decisions=(), explanations=result.explanations)
+        status.write_groups(known, now, R.rfc3339(now), only=dirty)
+        # A pod naming a missing PodGroup starts no session; say why it waits anyway.
+        self._write_pod_reasons(applier, status, known, now)
+        self._export_triggers()
 
     def session_config(self, on_bind: Callable[[tuple[D.Bind, ...]], None] | None) -> SessionConfig:
         """The core's knobs that the scheduler's settings carry."""
@@ -527,17 +532,31 @@ class SchedulerOperator:
         when: the core evicts them whole once their stale-gang grace period has passed."""
         seen: dict[str, float] = {}
         for rec in self.cache.groups.values():
-            grp = rec.group
-            # A one-pod group is never between none and its minimum: only gangs are looked at.
-            if grp.phase not in RAN or grp.min_member < 2 or rec.uid in applier.binding_groups:
-                continue
-            members = self.cache.members(rec.uid)
-            # Only a gang that still holds something is stale (evicting it frees room).
-            if 0 < sum(1 for m in members if m.node_name and not m.deleting) < grp.min_member:
+            if self._below_minimum(rec, applier):
                 seen[rec.uid] = self._below_minimum_since.get(rec.uid, now)
         self._below_minimum_since = seen
         self._stale_retry_at = {u: t for u, t in self._stale_retry_at.items() if u in seen}
         return seen
+
+    def _track_dirty_below_minimum(
+        self, applier: DecisionApplier, dirty: set[tuple[str, str]], now: float
+    ) -> None:
+        """Between sessions, the gangs whose pods or status moved: a gang the last session did
+        not count (its phase echo or its bindings not back yet) gets its grace deadline now,
+        not at the next session, which nothing else may start."""
+        for key in dirty:
+            rec = self.cache.groups.get(key)
+            if rec is not None and self._below_minimum(rec, applier):
+                self._below_minimum_since.setdefault(rec.uid, now)
+
+    def _below_minimum(self, rec: R.GroupRecord, applier: DecisionApplier) -> bool:
+        grp = rec.group
+        # A one-pod group is never between none and its minimum: only gangs are looked at.
+        if grp.phase not in RAN or grp.min_member < 2 or rec.uid in applier.binding_groups:
+            return False
+        members = self.cache.members(rec.uid)
+        # Only a gang that still holds something is stale (evicting it frees room).
+        return 0 < sum(1 for m in members if m.node_name and not m.deleting) < grp.min_member
 
     async def _repair_half_bound(
         self, applier: DecisionApplier, bound_now: set[str], now: float

@@ -256,6 +256,10 @@ class StatusWriter:
         self.metrics = metrics
         self._sem = asyncio.Semaphore(concurrency)
         self._in_flight: set[str] = set()
+        # group uid -> key of groups whose pass was skipped while their write was in flight: the
+        # write's end asks for another pass (its watch echo may have come before the answer, and
+        # then nothing else would).
+        self._owed: dict[str, tuple[str, str]] = {}
         self._last_message_write: dict[str, float] = {}
         self._message_interval = message_interval
         self._warn = warn
@@ -317,6 +321,9 @@ class StatusWriter:
                 self._sent.pop(key, None)
         finally:
             self._in_flight.discard(key)
+            owed = self._owed.pop(key, None)
+            if owed is not None:
+                self.cache.status_owed(owed)
 
     async def _send(
         self, path: str, body: dict[str, Any], strategic: bool = False
@@ -450,7 +457,10 @@ class StatusWriter:
             items = [(k, self.cache.groups[k]) for k in keys if k in self.cache.groups]
         for key, rec in items:
             grp = rec.group
-            if grp.phase in FINISHED_PHASES or rec.uid in self._in_flight:
+            if grp.phase in FINISHED_PHASES:
+                continue
+            if rec.uid in self._in_flight:
+                self._owed[rec.uid] = key
                 continue
             old = self._as_written(rec.uid, rec.status)
             counts = count_members(self.cache, rec.uid)
@@ -672,6 +682,7 @@ class StatusWriter:
             task.cancel()
         self._latest.clear()
         self._sent.clear()  # a new leader may write them: the watch is the truth again
+        self._owed.clear()
         return len(tasks)
 
     async def drain(self) -> None:

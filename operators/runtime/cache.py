@@ -100,6 +100,12 @@ class SchedulerCache:
         # Why sessions were asked for, by cause (and SELF_WRITE: echoes that asked for none).
         self.triggers: Counter[str] = Counter()
 
+    def status_owed(self, key: Key) -> None:
+        """A group's status pass was skipped (its previous write was in flight): ask for another
+        pass over it, as its own change would."""
+        self.dirty_groups.add(key)
+        self._notify("status")
+
     def _schedule(self, cause: str) -> None:
         self.triggers[cause] += 1
         self._notify("schedule")

@@ -61,10 +61,7 @@ class Loop:
                 await self.op.cycle(self.applier, self.status)
             elif self.op.cache.dirty_groups:
                 self.op._on_change("status")
-                dirty, self.op.cache.dirty_groups = self.op.cache.dirty_groups, set()
-                last = self.op._last_result
-                assert last is not None
-                self.status.write_groups(last, 0.0, "t", only=dirty)
+                self.op.status_pass(self.applier, self.status)
             else:
                 return
         raise AssertionError("the loop never settled")

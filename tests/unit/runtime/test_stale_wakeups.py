@@ -59,3 +59,28 @@ async def test_a_stale_gang_still_below_its_minimum_after_a_session_waits_a_safe
     assert not loop.op._timed_session_due(now + 1.0)
     assert loop.op._next_deadline(now) > tick - 1.0
     assert loop.op._timed_session_due(now + tick)  # and then it is tried again
+
+
+async def test_a_gang_the_last_session_did_not_count_gets_its_deadline_between_sessions() -> None:
+    """Seen in CI under load: a pod of a just-bound gang was deleted, and the session that saw it
+    did not yet see the group Running (its status echo was late), so it tracked nothing; the echo
+    then started no session, and the gang kept its room for a whole safety tick. The status pass
+    the echo starts counts the gang, so the loop wakes at its grace deadline."""
+    loop = Loop()
+    loop.api.add("node", node("n0"))
+    raw: dict[str, Any] = podgroup("g", min_member=2, status={"phase": "Inqueue"})
+    raw["spec"]["staleGangGraceSeconds"] = 2
+    loop.api.add("podgroup", raw)
+    loop.api.add("pod", pod("g-0", group="g", node="n0", phase="Running"))
+    loop.op._track_below_minimum(loop.applier, SINCE)
+    assert not loop.op._below_minimum_since  # not Running as the session saw it
+
+    loop.op._schedule_wanted = False  # that session has run
+    loop.op.cache.expect_group_status("pg-g", {"phase": "Running"})  # it wrote Running
+    raw["status"]["phase"] = "Running"
+    loop.api.add("podgroup", raw)  # the late echo of that write: no session wanted
+    assert not loop.op._schedule_wanted
+    await loop.settle()
+    assert loop.sessions == 0
+    assert loop.op._below_minimum_since
+    assert loop.op._next_deadline(time.time()) < 2.1

@@ -509,3 +509,27 @@ async def test_a_write_that_failed_is_sent_again() -> None:
     writer.write_groups(_IDLE, 3.0, "t3")
     await writer.drain()
     assert "preemption" not in api.stored["victim"]["status"]
+
+
+async def test_a_pass_skipped_while_the_write_is_in_flight_asks_for_another() -> None:
+    """Seen in CI under load: a group's reason changed while its previous status write was on
+    the wire, so the pass skipped it; the write's watch echo came before its answer, and no
+    other pass came for a whole safety tick. The write's end asks for a pass over the group."""
+    h = Harness()
+    h.group(podgroup("steady", min_member=1, status={"phase": "Pending"}))
+    api = MergeRecorder()
+    fake: Any = api
+    writer = StatusWriter(fake, h.cache, SchedulerMetrics(), concurrency=2)
+    writer._in_flight.add("pg-steady")
+    h.cache.dirty_groups.clear()
+    h.changes.clear()
+    writer.write_groups(SessionResult(decisions=(), explanations={}), 0.0, "t0")
+    assert not api.patches  # skipped
+    assert not h.changes  # and nothing asked yet
+
+    await writer._write("pg-steady", "/the/in/flight/write", {"status": {}})
+    assert ("ns", "steady") in h.cache.dirty_groups
+    assert h.changes == ["status"]  # the loop wakes and passes over the dirty group
+    h.changes.clear()
+    await writer._write("pg-steady", "/a/later/write", {"status": {}})
+    assert not h.changes  # asked once per skipped pass
