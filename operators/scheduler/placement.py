@@ -149,24 +149,31 @@ def place_shape(
 
 
 def domain_fill(state: SessionState) -> NDArray[np.float64] | None:
-    """Per node, up to DOMAIN_FILL_TIEBREAK: the less free GPU its ToR has (the finest network
-    tier above hostname), the more; None without a network topology.
+    """Per node, up to DOMAIN_FILL_TIEBREAK: the less free GPU the node has, then the less free
+    GPU its ToR has (the finest network tier above hostname), the more; None without a network
+    topology.
 
-    Among nodes that score alike, GPU pods go to the fullest ToR that has room (best fit at
-    the ToR): small jobs fill ToRs already in use and small ToRs, and whole ToRs stay free for
-    gangs that need one. Read from the current holdings at each placement (a node's score
-    cache cannot carry it: it changes when other nodes of the ToR change)."""
+    Among nodes that score alike, a GPU pod goes to the fullest node, and among equally full
+    nodes to the fullest ToR that has room (best fit at node, then ToR): small jobs fill nodes
+    and ToRs already in use, and whole nodes and whole ToRs stay free for gangs that need
+    them. Read from the current holdings at each placement (a node's score cache cannot carry
+    it: it changes when other nodes of the ToR change)."""
     nodes = state.nodes
     level = _fill_level(nodes)
     if level is None:
         return None
     domains = nodes.tier_domains[level]
     gpu = state.space.gpu
-    free = np.bincount(domains, weights=np.maximum(state.free[:, gpu], 0.0))
+    node_free = np.maximum(state.free[:, gpu], 0.0)
+    domain_free = np.bincount(domains, weights=node_free)
     largest = float(nodes.tier_largest[level][gpu])
-    if largest <= 0:
+    node_most = float(nodes.capacity[:, gpu].max()) if nodes.size else 0.0
+    if largest <= 0 or node_most <= 0:
         return None
-    return np.asarray(DOMAIN_FILL_TIEBREAK * (1.0 - free[domains] / largest), dtype=np.float64)
+    # The ToR term stays below one card of the node term, so it orders only equally full nodes.
+    card = GPU_MILLI_PER_CARD / node_most
+    value = (1.0 - node_free / node_most) + 0.99 * card * (1.0 - domain_free[domains] / largest)
+    return np.asarray(DOMAIN_FILL_TIEBREAK * value / (1.0 + card), dtype=np.float64)
 
 
 def _fill_level(nodes: NodeIndex) -> int | None:

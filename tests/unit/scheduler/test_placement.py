@@ -6,6 +6,7 @@ import dataclasses
 
 from operators.scheduler import SessionConfig, run_session
 from operators.scheduler.decisions import ReasonCode
+from operators.scheduler.placement import domain_fill
 from operators.scheduler.snapshot import (
     GpuTopology,
     GroupPhase,
@@ -22,6 +23,7 @@ from operators.scheduler.snapshot import (
     TopologyMode,
     parse_gpu_topology,
 )
+from operators.scheduler.state import SessionState
 
 from .builders import binds, group, node, tasks
 
@@ -334,3 +336,27 @@ def test_tor_fill_leaves_pods_without_gpus_to_binpack() -> None:
         return [b.node for b in binds(run_session(snap)) if b.group == "g"]
 
     assert placed(TOPO) == placed(None) == ["tor1n0"]
+
+
+def test_tor_fill_orders_the_fullest_node_first_then_the_fullest_tor() -> None:
+    snap = Snapshot(
+        now=0,
+        nodes=_racks({"tor0": 2, "tor1": 2}, gpus=8),
+        groups=(group("running", phase=GroupPhase.RUNNING),),
+        tasks=(
+            *tasks("running", 1, gpus=4, on=["tor0n0"]),
+            *tasks("running", 1, gpus=4, on=["tor1n0"], start=1),
+            *tasks("running", 1, gpus=8, on=["tor1n1"], start=2),
+        ),
+        topology=TOPO,
+    )
+    fill = domain_fill(SessionState(snap, SessionConfig()))
+    assert fill is not None
+    by_name = dict(zip((n.name for n in snap.nodes), fill.tolist(), strict=True))
+    # Half-used nodes before the empty one, the one in the fuller ToR first ...
+    assert by_name["tor1n0"] > by_name["tor0n0"] > by_name["tor0n1"]
+    # ... and all of it below half a fragmentation score level.
+    assert max(fill) < 0.005
+    assert (
+        domain_fill(SessionState(dataclasses.replace(snap, topology=None), SessionConfig())) is None
+    )
