@@ -77,6 +77,7 @@ class JobState:
     checked: tuple[int, float] = (-1, 0.0)  # (generation, time) of the last bad-input check
     rejected: dict[str, tuple[str, str]] = field(default_factory=dict)
     group_spec: dict[str, Any] | None = None
+    """The PodGroup spec this process last sent (created or patched with)."""
     group_created: bool = False
 
 
@@ -355,15 +356,16 @@ class JobsController:
         ):
             # A finished group is out of scheduling; a restarted job asks for admission again.
             await self._readmit(state, gkey)
-        if gkey in self.group_specs:
-            await self.apply.ensure_podgroup(group, self.group_specs[gkey])
-        elif not state.group_created:
-            error = await self.apply.ensure_podgroup(group, None)
-            if error:
-                state.rejected["PodGroupRejected"] = ("Valid", error)
-            else:
-                state.group_created = True
-                state.rejected.pop("PodGroupRejected", None)
+        known = self.group_specs.get(gkey)
+        if known is None and state.group_created:
+            return  # created; its first event has not arrived yet
+        error = await self.apply.ensure_podgroup(group, known, state.group_spec)
+        state.group_spec = group["spec"]
+        if error:
+            state.rejected["PodGroupRejected"] = ("Valid", error)
+        else:
+            state.group_created = True
+            state.rejected.pop("PodGroupRejected", None)
 
     async def _readmit(self, state: JobState, gkey: tuple[str, str]) -> None:
         """Back to Pending: the scheduler admits the group again (its enqueue reserves the

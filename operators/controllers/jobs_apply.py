@@ -30,6 +30,18 @@ log = logging.getLogger(__name__)
 BATCH: Final = "/apis/batch.sluice.dev/v1alpha1"
 PLURALS: Final = {"HybridJob": "hybridjobs", "VCJob": "vcjobs"}
 NETWORK_ERRORS: Final = (ApiError, TimeoutError, aiohttp.ClientError, OSError)
+FROM_JOB_SPEC: Final = (
+    "queue",
+    "pool",
+    "priorityClassName",
+    "networkTopology",
+    "preemptible",
+    "preemptionDelaySeconds",
+    "staleGangGraceSeconds",
+)
+"""PodGroup spec fields copied from the job's spec under the same name."""
+COPIED: Final = (*FROM_JOB_SPEC, "user", "minResources")
+"""PodGroup spec fields the job decides and may drop (the rest follow from its tasks)."""
 
 
 def job_path(kind: str, namespace: str, name: str) -> str:
@@ -53,17 +65,9 @@ def podgroup_body(
     and the job's metadata (overcommit label or annotation, user annotation)."""
     annotations = meta.get("annotations") or {}
     overcommit = annotations.get(L.OVERCOMMIT) or (meta.get("labels") or {}).get(L.OVERCOMMIT)
-    extra = {
-        "user": annotations.get(L.USER) or None,
-        "queue": spec.get("queue"),
-        "pool": spec.get("pool"),
-        "priorityClassName": spec.get("priorityClassName"),
-        "networkTopology": spec.get("networkTopology"),
-        "preemptible": spec.get("preemptible"),
-        "preemptionDelaySeconds": spec.get("preemptionDelaySeconds"),
-        "staleGangGraceSeconds": spec.get("staleGangGraceSeconds"),
-        "minResources": min_resources(job) or None,
-    }
+    extra = {k: spec.get(k) for k in FROM_JOB_SPEC}
+    extra["user"] = annotations.get(L.USER) or None
+    extra["minResources"] = min_resources(job) or None
     return {
         "apiVersion": PodGroup.api_version_str(),
         "kind": "PodGroup",
@@ -87,9 +91,15 @@ class Applier:
 
     # -- PodGroup -----------------------------------------------------------------------------
 
-    async def ensure_podgroup(self, body: dict[str, Any], known: Mapping[str, Any] | None) -> str:
-        """Create the group, or patch its spec when the job was scaled. Returns an error text
-        (bad input, shown on the job) or ""."""
+    async def ensure_podgroup(
+        self,
+        body: dict[str, Any],
+        known: Mapping[str, Any] | None,
+        sent: Mapping[str, Any] | None = None,
+    ) -> str:
+        """Create the group, or patch its spec when the job changed (`spec_patch`; `sent` is the
+        spec this process last sent for it). Returns an error text (bad input, shown on the job)
+        or ""."""
         meta = body["metadata"]
         path = PodGroup.api_path(meta["namespace"])
         try:
@@ -100,8 +110,9 @@ class Applier:
                 except ApiError as err:
                     if err.status != 409:
                         raise
-            if known is not None and _differs(known, body["spec"]):
-                await self.client.merge_patch(f"{path}/{meta['name']}", {"spec": body["spec"]})
+            patch = spec_patch(known, body["spec"], sent) if known is not None else None
+            if patch:
+                await self.client.merge_patch(f"{path}/{meta['name']}", {"spec": patch})
         except ApiError as err:
             if err.status in (400, 403, 404, 422):
                 return f"PodGroup {meta['name']}: {err}"
@@ -198,6 +209,22 @@ def _message(err: ApiError) -> str:
     return str(err)[:512]
 
 
-def _differs(known: Mapping[str, Any], spec: Mapping[str, Any]) -> bool:
-    # Only fields the server kept: one it prunes (an older CRD) must not cause a patch per step.
-    return any(k in known and known[k] != v for k, v in spec.items())
+def spec_patch(
+    known: Mapping[str, Any], spec: Mapping[str, Any], sent: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """The merge patch that brings the group's spec (`known`, as watched) to the job's (`spec`):
+    changed fields, fields the job set since the group was created (a grace added to a running
+    job), and copied fields the job dropped (null removes them). A field the group lacks is sent
+    only if it differs from what this process last sent (`sent`): a field the server prunes (an
+    older CRD) costs one patch, not one per step."""
+    sent = sent or {}
+    patch = {
+        k: v
+        for k, v in spec.items()
+        if (known[k] != v if k in known else sent.get(k, _UNSENT) != v)
+    }
+    patch.update({k: None for k in COPIED if k in known and k not in spec})
+    return patch
+
+
+_UNSENT: Final = object()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import pydantic
 import pytest
@@ -10,9 +10,10 @@ import pytest
 from operators.api import labels as L
 from operators.api.batch import HybridJob, VCJob
 from operators.api.scheduling import PodGroup
-from operators.controllers.jobs_apply import min_resources, podgroup_body
+from operators.controllers.jobs_apply import Applier, min_resources, podgroup_body, spec_patch
 from operators.jobs.shape import JobShape, from_hybridjob
 from operators.runtime import records as R
+from operators.runtime.client import ApiError, KubeClient
 from operators.scheduler.actions.stale import grace_of
 
 
@@ -108,3 +109,68 @@ def test_the_job_api_bounds_the_stale_gang_grace_as_the_podgroup_does() -> None:
             VCJob.model_validate(body)
     spec["staleGangGraceSeconds"] = -1
     assert VCJob.model_validate(body).spec.stale_gang_grace_seconds == -1
+
+
+def test_a_grace_added_to_an_existing_job_reaches_its_podgroup() -> None:
+    """The group was created without a grace; the job gains one: the patch carries it, and
+    once the group shows it nothing more is sent."""
+    job = shape()
+    created = podgroup_body(job, {"queue": "q"}, {})["spec"]
+    wanted = podgroup_body(job, {"queue": "q", "staleGangGraceSeconds": 30}, {})["spec"]
+    assert spec_patch(created, wanted, created) == {"staleGangGraceSeconds": 30}
+    assert spec_patch(wanted, wanted, wanted) == {}
+    # After an operator restart nothing was sent yet: the group's own spec decides.
+    assert spec_patch(created, wanted, None) == {"staleGangGraceSeconds": 30}
+    assert spec_patch(wanted, wanted, None) == {}
+
+
+def test_a_changed_grace_is_patched_and_a_dropped_one_removed() -> None:
+    job = shape()
+    group = podgroup_body(job, {"queue": "q", "staleGangGraceSeconds": 30}, {})["spec"]
+    changed = podgroup_body(job, {"queue": "q", "staleGangGraceSeconds": -1}, {})["spec"]
+    dropped = podgroup_body(job, {"queue": "q"}, {})["spec"]
+    assert spec_patch(group, changed, group) == {"staleGangGraceSeconds": -1}
+    assert spec_patch(group, dropped, group) == {"staleGangGraceSeconds": None}
+    # A merge patch with null removes the field: the group is then as the job wants it.
+    after = {k: v for k, v in group.items() if k != "staleGangGraceSeconds"}
+    assert after == dropped
+    assert spec_patch(after, dropped, dropped) == {}
+
+
+def test_a_field_the_server_prunes_is_sent_once_not_every_step() -> None:
+    job = shape()
+    wanted = podgroup_body(job, {"queue": "q", "staleGangGraceSeconds": 30}, {})["spec"]
+    pruned = {k: v for k, v in wanted.items() if k != "staleGangGraceSeconds"}
+    assert spec_patch(pruned, wanted, None) == {"staleGangGraceSeconds": 30}
+    assert spec_patch(pruned, wanted, wanted) == {}
+
+
+class RecordingClient:
+    def __init__(self, exists: bool) -> None:
+        self.exists = exists
+        self.calls: list[tuple[str, str, dict[str, Any]]] = []
+
+    async def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        self.calls.append(("POST", path, body))
+        if self.exists:
+            raise ApiError(409, {"reason": "AlreadyExists"}, "POST", path)
+        return body
+
+    async def merge_patch(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        self.calls.append(("PATCH", path, body))
+        return body
+
+
+async def test_the_applier_patches_only_what_the_job_changed() -> None:
+    job = shape()
+    created = podgroup_body(job, {"queue": "q"}, {})
+    wanted = podgroup_body(job, {"queue": "q", "staleGangGraceSeconds": 30}, {})
+    client = RecordingClient(exists=True)
+    applier = Applier(cast(KubeClient, client), 4)
+    assert await applier.ensure_podgroup(wanted, created["spec"], created["spec"]) == ""
+    assert client.calls == [
+        ("PATCH", PodGroup.api_path("ns", "tf"), {"spec": {"staleGangGraceSeconds": 30}})
+    ]
+    client.calls.clear()
+    assert await applier.ensure_podgroup(wanted, wanted["spec"], wanted["spec"]) == ""
+    assert client.calls == []
