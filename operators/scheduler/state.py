@@ -101,6 +101,10 @@ class GroupInfo:
     _ready_at: int = -1  # ``changes`` when _ready was computed
     _ready: bool = False
     ordered: list[TaskInfo] | None = None  # tasks in Extensions.task_key order (static keys)
+    # Tasks whose snapshot status is Pending (fixed for the session): none means none of the
+    # group's tasks can be pending, answered without a pass over them (most groups of a busy
+    # cluster are running ones, asked by allocate, backfill and close every session).
+    pending_status: int = 0
 
     @property
     def uid(self) -> str:
@@ -131,6 +135,8 @@ class GroupInfo:
         return [t for t in self.tasks if t.held and t.placed == Placement.NONE and not t.evicted]
 
     def pending_tasks(self) -> list[TaskInfo]:
+        if not self.pending_status:
+            return []
         return [t for t in self.tasks if t.pending]
 
 
@@ -220,6 +226,8 @@ class SessionState:
             info = self._task_info(task, owner)
             owner.tasks.append(info)
             self.tasks.append(info)
+            if task.status == TaskStatus.PENDING:
+                owner.pending_status += 1
             if task.status in (TaskStatus.BOUND, TaskStatus.RELEASING) and task.node is not None:
                 where = self.nodes.position.get(task.node)
                 if where is None:
