@@ -1,18 +1,28 @@
 """The `podgroup` operator: finished phases from the pods (docs/admin.md "PodGroups").
 
-Pods of the `sluice` scheduler that name a group, and PodGroups, are read through kopf indexes;
-their events mark the group dirty and poke one coalesced reconcile, which writes
-Completed/Failed (or Pending again) and the succeeded/failed counts where they differ
-(`podgroup_phase` decides). Pods naming a PodGroup that does not exist are the scheduler's to
-explain (PodScheduled=False and a FailedScheduling Event), so this operator leaves them alone.
+PodGroups are read through a kopf index; pods of the `sluice` scheduler through an informer
+(`operators.runtime.informer`: a paged list, then one watch, `spec.schedulerName=sluice` selected by
+the API server) that keeps of each pod only its group and phase. Their changes mark the group dirty
+and poke one coalesced reconcile, which writes Completed/Failed (or Pending again) and the
+succeeded/failed counts where they differ (`podgroup_phase` decides). Pods naming a PodGroup that
+does not exist are the scheduler's to explain (PodScheduled=False and a FailedScheduling Event), so
+this operator leaves them alone.
+
+Why not kopf for pods: kopf hands each watch event of each pod to a per-object worker (its own
+queue, task, body wrappers and memory record). With 10,000 pods changing phase that was slower
+than the API server's event rate, so the API server closed the watch for unresponsiveness and kopf
+re-listed, leaving groups un-Completed for minutes, while the queued raw pod bodies were most of the
+process's peak memory (docs/benchmarks.md, "Pool, queue and podgroup operators"). The informer
+reads an event into a (group, phase) pair in the stream reader itself.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 import kopf
 
@@ -23,6 +33,8 @@ from operators.controllers import kopf_runner, podgroup_phase
 from operators.controllers.coalesce import Coalescer, LastSeen, run_in_background
 from operators.controllers.writes import bounded, failures
 from operators.runtime import records
+from operators.runtime.informer import EventType, Informer, WatchedKind
+from operators.runtime.informer import Key as PodKey
 from operators.runtime.operator_metrics import OperatorMetrics
 
 log = logging.getLogger(__name__)
@@ -30,6 +42,11 @@ log = logging.getLogger(__name__)
 PODGROUP_RESOURCE = (PodGroup.group, PodGroup.version, PodGroup.plural)
 
 GroupKey = tuple[str, str]
+Membership = tuple[GroupKey, str] | None
+"""All the operator keeps of a pod: the group it names and its phase (None: names no group)."""
+OUR_PODS: Final = WatchedKind(
+    "pods", "/api/v1/pods", {"fieldSelector": f"spec.schedulerName={L.SCHEDULER_NAME}"}
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,6 +67,13 @@ def group_key(body: Mapping[str, Any], scheduler_name: str = L.SCHEDULER_NAME) -
     return (str(meta.get("namespace") or ""), group) if group else None
 
 
+def membership(body: Mapping[str, Any]) -> Membership:
+    key = group_key(body)
+    if key is None:
+        return None
+    return key, str((body.get("status") or {}).get("phase") or "Pending")
+
+
 def group_view(
     spec: Mapping[str, Any], status: Mapping[str, Any], meta: Mapping[str, Any]
 ) -> GroupView:
@@ -65,7 +89,8 @@ def group_view(
 @dataclasses.dataclass
 class PodGroupOperator:
     client: Any
-    pods: Mapping[GroupKey, Any] = dataclasses.field(default_factory=dict)  # kopf index: phases
+    members: dict[GroupKey, dict[PodKey, str]] = dataclasses.field(default_factory=dict)
+    """group -> its pods -> phase, kept from the pod informer's changes (`on_pod`)."""
     groups: Mapping[GroupKey, Any] = dataclasses.field(default_factory=dict)  # kopf index
     dirty: set[GroupKey] = dataclasses.field(default_factory=set)
     seen: LastSeen[GroupKey, GroupView] = dataclasses.field(default_factory=LastSeen)
@@ -73,6 +98,19 @@ class PodGroupOperator:
     metrics: OperatorMetrics = dataclasses.field(
         default_factory=lambda: OperatorMetrics("podgroup")
     )
+
+    def on_pod(self, _: EventType, pod: PodKey, new: Membership, old: Membership) -> None:
+        """A pod changed (the informer's handler): move it between groups, mark both dirty."""
+        if old is not None:
+            pods = self.members.get(old[0])
+            if pods is not None:
+                pods.pop(pod, None)
+                if not pods:
+                    del self.members[old[0]]
+            self.dirty.add(old[0])
+        if new is not None:
+            self.members.setdefault(new[0], {})[pod] = new[1]
+            self.dirty.add(new[0])
 
     async def reconcile(self) -> float | None:
         keys, self.dirty = self.dirty, set()
@@ -82,7 +120,7 @@ class PodGroupOperator:
             if not views:
                 continue  # no PodGroup: the scheduler tells the pods why they wait
             view: GroupView = views[0]
-            counts = podgroup_phase.count(self.pods.get(key, ()))
+            counts = podgroup_phase.count(self.members.get(key, {}).values())
             patch = podgroup_phase.status_patch(
                 view.status, view.min_member, counts, job_owned=view.job_owned
             )
@@ -108,15 +146,30 @@ def register(registry: kopf.OperatorRegistry, ctx: kopf_runner.OperatorContext) 
     coalescer = Coalescer("podgroup", op.reconcile, metrics=ctx.metrics)
     run_in_background(registry, coalescer, ctx.stop)
 
-    @kopf.index("pods", id="group_pods", registry=registry)
-    async def group_pods(
-        body: kopf.Body, status: kopf.Status, **_: Any
-    ) -> dict[GroupKey, str] | None:
-        """(namespace, group) -> the phase of each member pod: all the operator keeps of pods."""
-        key = group_key(body)
-        if key is None:
-            return None
-        return {key: str(status.get("phase") or "Pending")}
+    def pod_changed(kind: EventType, pod: PodKey, new: Membership, old: Membership) -> None:
+        if new != old:
+            op.on_pod(kind, pod, new, old)
+            coalescer.poke()
+
+    pods: Informer[Membership] = Informer(
+        ctx.client,
+        OUR_PODS,
+        membership,
+        pod_changed,
+        watch_timeout_seconds=ctx.settings.watch_timeout_seconds,
+    )
+    tasks: set[asyncio.Task[None]] = set()
+
+    @kopf.on.startup(registry=registry)
+    async def start_pods(**_: Any) -> None:
+        tasks.add(asyncio.create_task(pods.run(), name="podgroup-pods"))
+
+    @kopf.on.cleanup(registry=registry)
+    async def stop_pods(**_: Any) -> None:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        tasks.clear()
 
     @kopf.index(*PODGROUP_RESOURCE, id="group_views", registry=registry)
     async def group_views(
@@ -128,14 +181,6 @@ def register(registry: kopf.OperatorRegistry, ctx: kopf_runner.OperatorContext) 
         **_: Any,
     ) -> dict[GroupKey, GroupView]:
         return {(namespace or "", name): group_view(spec, status, meta)}
-
-    @kopf.on.event("pods", registry=registry)
-    async def pod_changed(body: kopf.Body, **kwargs: Any) -> None:
-        key = group_key(body)
-        if key is not None:
-            op.pods, op.groups = kwargs["group_pods"], kwargs["group_views"]
-            op.dirty.add(key)
-            coalescer.poke()
 
     @kopf.on.event(*PODGROUP_RESOURCE, registry=registry)
     async def group_changed(
@@ -150,7 +195,7 @@ def register(registry: kopf.OperatorRegistry, ctx: kopf_runner.OperatorContext) 
         key = (namespace or "", name)
         view = None if type == "DELETED" else group_view(spec, status, meta)
         if op.seen.changed(key, view):
-            op.pods, op.groups = kwargs["group_pods"], kwargs["group_views"]
+            op.groups = kwargs["group_views"]
             op.dirty.add(key)
             coalescer.poke()
 

@@ -21,6 +21,8 @@ from operators.runtime.kubeconfig import Connection
 log = logging.getLogger(__name__)
 
 JsonDict = dict[str, Any]
+Page = tuple[list[JsonDict], str]
+"""One page of a listing: its items and the list's resourceVersion."""
 
 
 class ApiError(Exception):
@@ -186,15 +188,26 @@ class KubeClient:
     ) -> tuple[list[JsonDict], str]:
         """All items of a collection, paged; returns (items, list resourceVersion)."""
         items: list[JsonDict] = []
+        version = ""
+        async for page, page_version in self.pages(path, params, page_size):
+            items.extend(page)
+            version = page_version
+        return items, version
+
+    async def pages(
+        self, path: str, params: Mapping[str, str] | None = None, page_size: int = 500
+    ) -> AsyncIterator[Page]:
+        """A collection page by page: (items, list resourceVersion) each. A caller that keeps
+        only what it reads of each item never holds more than one page of raw objects."""
         query = dict(params or {})
         query["limit"] = str(page_size)
         while True:
             page = await self.request("GET", path, params=query, deadline=120)
-            items.extend(page.get("items") or [])
             meta = page.get("metadata") or {}
+            yield page.get("items") or [], str(meta.get("resourceVersion", ""))
             token = meta.get("continue")
             if not token:
-                return items, str(meta.get("resourceVersion", ""))
+                return
             query["continue"] = token
 
     async def watch(

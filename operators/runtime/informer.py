@@ -78,16 +78,10 @@ class Informer(Generic[T]):
         if self.handler is not None:
             self.handler(kind, key, new, old)
 
-    def _apply(self, kind: str, obj: JsonDict) -> None:
-        key = object_key(obj)
-        old = self.store.get(key)
-        if kind == "DELETED":
-            if key in self.store:
-                del self.store[key]
-                self._emit("DELETED", key, None, old)
-            return
+    def _read(self, key: Key, obj: JsonDict) -> T | None:
+        """The object's record, or None when it cannot be read."""
         try:
-            new = self.transform(obj)
+            return self.transform(obj)
         except Exception:
             # One malformed object must not stop this kind's updates: re-listing would fail on
             # the same object forever. Skip it (and forget any earlier version of it).
@@ -95,6 +89,15 @@ class Informer(Generic[T]):
             log.exception(
                 "%s: cannot read %s/%s; ignoring it until it changes", self.kind.name, *key
             )
+            return None
+
+    def _apply(self, kind: str, obj: JsonDict) -> None:
+        key = object_key(obj)
+        self._store(key, None if kind == "DELETED" else self._read(key, obj))
+
+    def _store(self, key: Key, new: T | None) -> None:
+        old = self.store.get(key)
+        if new is None:
             if key in self.store:
                 del self.store[key]
                 self._emit("DELETED", key, None, old)
@@ -102,22 +105,29 @@ class Informer(Generic[T]):
         self.store[key] = new
         self._emit("MODIFIED" if old is not None else "ADDED", key, new, old)
 
-    def _replace(self, items: list[JsonDict]) -> None:
-        seen: set[Key] = set()
-        for obj in items:
-            seen.add(object_key(obj))
-            self._apply("MODIFIED", obj)
-        for key in [k for k in self.store if k not in seen]:
-            old = self.store.pop(key)
-            self._emit("DELETED", key, None, old)
+    def _replace(self, listed: Mapping[Key, T | None]) -> None:
+        for key, new in listed.items():
+            self._store(key, new)
+        for key in [k for k in self.store if k not in listed]:
+            self._store(key, None)
 
     async def _list(self) -> None:
-        items, rv = await self.client.list(self.kind.path, self.kind.params, self._page_size)
-        self._replace(items)
+        # Records are read page by page and the store replaced once all pages are in: a relist
+        # of 10,000 pods holds one page of raw objects at a time, and handlers still see one
+        # consistent switch from the old view to the listed one.
+        listed: dict[Key, T | None] = {}
+        rv = ""
+        pages = self.client.pages(self.kind.path, self.kind.params, self._page_size)
+        async for page, page_version in pages:
+            for obj in page:
+                key = object_key(obj)
+                listed[key] = self._read(key, obj)
+            rv = page_version
+        self._replace(listed)
         self.resource_version = rv
         self.relists += 1
         self.synced.set()
-        log.debug("listed %s: %d objects at rv %s", self.kind.name, len(items), rv)
+        log.debug("listed %s: %d objects at rv %s", self.kind.name, len(listed), rv)
 
     async def run(self) -> None:
         """Forever: list when needed, then watch; every failure path ends in a retry."""

@@ -38,12 +38,12 @@ class SecretApi:
         assert path == f"{SECRETS}/hook-token"
         return self.secret()
 
-    async def list(
+    async def pages(
         self, path: str, params: Mapping[str, str] | None = None, page_size: int = 500
-    ) -> tuple[list[dict[str, Any]], str]:
+    ) -> AsyncIterator[tuple[list[dict[str, Any]], str]]:
         assert path == SECRETS
         assert params == {"fieldSelector": "metadata.name=hook-token"}
-        return [self.secret()], str(self.version)
+        yield [self.secret()], str(self.version)
 
     async def watch(
         self, path: str, resource_version: str, params: Mapping[str, str] | None = None, **_: Any

@@ -9,7 +9,13 @@ from typing import Any
 from operators.api import labels as L
 from operators.api.scheduling import PodGroup
 from operators.controllers.coalesce import Coalescer, LastSeen
-from operators.controllers.podgroup import GroupView, PodGroupOperator, group_key, group_view
+from operators.controllers.podgroup import (
+    GroupView,
+    PodGroupOperator,
+    group_key,
+    group_view,
+    membership,
+)
 from operators.controllers.pool import PoolOperator
 from operators.controllers.pool_membership import PoolObject
 from operators.controllers.queue import QueueOperator
@@ -105,6 +111,36 @@ def pod_body(name: str, group: str, scheduler: str = "sluice") -> dict[str, Any]
     }
 
 
+def member(op: PodGroupOperator, pod: str, group: str, phase: str) -> None:
+    """The pod informer reports a pod of `group` in `phase` (its previous record, if any)."""
+    body = pod_body(pod, group)
+    body["status"] = {"phase": phase}
+    old = next(
+        ((g, p) for g, pods in op.members.items() for k, p in pods.items() if k == ("ns", pod)),
+        None,
+    )
+    op.on_pod("MODIFIED", ("ns", pod), membership(body), old)
+
+
+async def test_a_pod_moves_between_groups_and_leaves_with_its_deletion() -> None:
+    """What the informer reports keeps each group's member phases: a pod relabelled to another
+    group leaves the first (both are re-checked), a deleted pod leaves its group."""
+    op = PodGroupOperator(Api())
+    member(op, "a", "g1", "Running")
+    member(op, "b", "g1", "Succeeded")
+    op.dirty.clear()
+    op.on_pod("MODIFIED", ("ns", "a"), (("ns", "g2"), "Running"), (("ns", "g1"), "Running"))
+    assert op.members == {
+        ("ns", "g1"): {("ns", "b"): "Succeeded"},
+        ("ns", "g2"): {("ns", "a"): "Running"},
+    }
+    assert op.dirty == {("ns", "g1"), ("ns", "g2")}
+    op.on_pod("DELETED", ("ns", "b"), None, (("ns", "g1"), "Succeeded"))
+    assert op.members == {("ns", "g2"): {("ns", "a"): "Running"}}
+    assert membership(pod_body("p", "g", scheduler="default-scheduler")) is None
+    assert membership(pod_body("p", "g")) == (("ns", "g"), "Pending")
+
+
 def test_group_key_reads_both_annotations_and_only_our_pods() -> None:
     assert group_key(pod_body("p", "g")) == ("ns", "g")
     assert group_key(pod_body("p", "g", scheduler="default-scheduler")) is None
@@ -114,12 +150,11 @@ async def test_podgroup_pass_writes_completed_and_leaves_groupless_pods_alone() 
     api = Api()
     fake: Any = api
     op = PodGroupOperator(fake)
-    op.pods = {
-        ("ns", "done"): ["Succeeded", "Succeeded"],
-        ("ns", "nope"): ["Pending"],
-    }
+    member(op, "a", "done", "Succeeded")
+    member(op, "b", "done", "Succeeded")
+    member(op, "c", "nope", "Pending")
     op.groups = {("ns", "done"): [GroupView(2, {"phase": "Running"})]}
-    op.dirty = {("ns", "done"), ("ns", "nope")}
+    assert op.dirty == {("ns", "done"), ("ns", "nope")}
     assert await op.reconcile() is None
     ((path, body),) = api.patches
     assert path == f"{PodGroup.api_path('ns', 'done')}/status"
@@ -135,7 +170,9 @@ async def test_podgroup_pass_leaves_a_readmitted_job_group_to_its_new_round() ->
     op = PodGroupOperator(fake)
     job_ref = {"apiVersion": "batch.sluice.dev/v1alpha1", "kind": "VCJob", "name": "j"}
     spec, status = {"minMember": 3}, {"phase": "Pending"}
-    op.pods = {("ns", "j"): ["Succeeded", "Succeeded"], ("ns", "plain"): ["Succeeded"] * 2}
+    for group in ("j", "plain"):
+        member(op, f"{group}-0", group, "Succeeded")
+        member(op, f"{group}-1", group, "Succeeded")
     op.groups = {
         ("ns", "j"): [group_view(spec, status, {"ownerReferences": [job_ref]})],
         ("ns", "plain"): [group_view(spec, status, {})],  # control: no job owns it

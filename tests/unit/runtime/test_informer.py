@@ -22,14 +22,18 @@ class ScriptedApi:
         self.watches = watches
         self.watch_calls: list[str] = []
         self.list_calls = 0
+        self.pages_read = 0
         self.done = asyncio.Event()
 
-    async def list(
+    async def pages(
         self, path: str, params: Mapping[str, str] | None = None, page_size: int = 500
-    ) -> tuple[list[dict[str, Any]], str]:
+    ) -> AsyncIterator[tuple[list[dict[str, Any]], str]]:
         items = self.lists[min(self.list_calls, len(self.lists) - 1)]
         self.list_calls += 1
-        return items, str(10 * self.list_calls)
+        self.pages_read = 0
+        for start in range(0, max(len(items), 1), page_size):
+            self.pages_read += 1
+            yield items[start : start + page_size], str(10 * self.list_calls)
 
     async def watch(
         self, path: str, resource_version: str, params: Any = None, **_: Any
@@ -44,13 +48,14 @@ class ScriptedApi:
             yield item
 
 
-async def run_until_done(api: ScriptedApi) -> Informer[int]:
+async def run_until_done(api: ScriptedApi, page_size: int = 500) -> Informer[int]:
     seen: list[tuple[str, str]] = []
     informer: Informer[int] = Informer(
         KubeClient.__new__(KubeClient),
         WatchedKind("things", "/x"),
         lambda o: int(o["v"]),
         lambda kind, key, new, old: seen.append((kind, key[1])),
+        page_size=page_size,
     )
     informer.client = api  # type: ignore[assignment]
     informer.seen = seen  # type: ignore[attr-defined]
@@ -94,3 +99,27 @@ async def test_watch_events_update_store(event_type: str) -> None:
     api = ScriptedApi([[obj("a", "1", 1)]], [[{"type": event_type, "object": obj("a", "12", 5)}]])
     inf = await run_until_done(api)
     assert inf.store == ({("ns", "a"): 5} if event_type == "MODIFIED" else {})
+
+
+async def test_a_paged_relist_switches_the_store_once_every_page_is_read() -> None:
+    """Pages are read into records one at a time; handlers see the listed view only once the
+    last page is in (never a store half old, half new), and an unreadable object is dropped."""
+    first = [obj("a", "1", 1), obj("b", "2", 2), obj("c", "3", 3)]
+    second = [obj("b", "4", 20), {"metadata": {"name": "c", "namespace": "ns"}}, obj("d", "5", 4)]
+    api = ScriptedApi([first, second], [[ApiError(410, {"reason": "Expired"})]])
+    reads: list[int] = []
+    informer: Informer[int] = Informer(
+        KubeClient.__new__(KubeClient),
+        WatchedKind("things", "/x"),
+        lambda o: int(o["v"]),
+        lambda *_: reads.append(api.pages_read),
+        page_size=1,
+    )
+    informer.client = api  # type: ignore[assignment]
+    task = asyncio.create_task(informer.run())
+    await asyncio.wait_for(api.done.wait(), 5)
+    task.cancel()
+    assert api.list_calls == 2
+    assert informer.store == {("ns", "b"): 20, ("ns", "d"): 4}
+    assert informer.skipped == 1
+    assert set(reads) == {3}  # every handler call came after the third (last) page
