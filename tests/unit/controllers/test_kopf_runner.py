@@ -97,3 +97,18 @@ def test_the_scheduler_process_does_not_import_kopf() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=240
     ).stdout.splitlines()
     assert out == ["False", "True []"]
+
+
+def test_the_operators_that_only_read_snapshot_types_do_not_load_the_engine_or_numpy() -> None:
+    """The scheduler package loads its engine (and numpy, ~14 MB of RSS) on first use: the jobs,
+    pool, queue and podgroup operators read only its input types; the engine stays importable."""
+    code = (
+        "import sys; import operators.controllers.jobs, operators.controllers.pool, "
+        "operators.controllers.queue, operators.controllers.podgroup; "
+        "print(sorted(m for m in sys.modules if m == 'numpy' or m.endswith('.engine')));"
+        "from operators.scheduler import run_session; print(run_session.__module__)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=240
+    ).stdout.splitlines()
+    assert out == ["[]", "operators.scheduler.engine"]
