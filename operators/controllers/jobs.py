@@ -3,9 +3,10 @@
 `python -m operators jobs [flags]` (or under `all`). Flags/variables: see
 `operators.controllers.kopf_runner.KopfSettings` (prefix `--jobs-`, `SLUICE_JOBS_`).
 
-How it follows kopf's advice for scale (no handler writes to Pods, nothing persists per event):
-- pods of jobs are watched with `@kopf.index` (job -> its pods) and `@kopf.on.event` (which only
-  marks the job dirty and notes pods that disappeared without us deleting them);
+How it runs at scale (no handler writes to Pods, nothing persists per event):
+- pods of jobs are watched by an informer (`pod_watch`: the API server selects pods with the job
+  labels), which keeps a slim record per pod under its job and only marks the job dirty and
+  notes pods that disappeared without us deleting them;
 - jobs and PodGroups are watched with `@kopf.on.event` too: no progress or diff-base annotations
   are written, no finalizers are added; the job's status (written by us) is the only state;
 - a reconcile worker takes dirty jobs, at most one reconcile per job at a time and at most one
@@ -35,12 +36,14 @@ from operators.controllers import jobs_apply as AP
 from operators.controllers.jobs_plugins import Plugins
 from operators.controllers.kopf_runner import KopfOperator, OperatorContext
 from operators.controllers.kopf_runner import main as run_operator
+from operators.controllers.pod_watch import watch_pods
 from operators.jobs import pods as P
 from operators.jobs import presets
 from operators.jobs.observed import GroupObs, PodObs, group_obs, pod_obs
 from operators.jobs.reconcile import Event, Memory, Observed, Plan, reconcile
 from operators.jobs.shape import JobShape, from_hybridjob, from_vcjob
 from operators.runtime.events import EventRecorder
+from operators.runtime.informer import Key as PodKey
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +64,16 @@ FINISHED_GROUP: Final = frozenset({"Completed", "Failed"})
 WAITING_FOR_ADMISSION: Final = frozenset({None, JobPhase.PENDING, JobPhase.RESTARTING})
 
 Key = tuple[str, str, str]  # kind, namespace, name
+JobPod = tuple[Key, PodObs]
+"""What the operator keeps of a pod: its job and its record."""
+JOB_PODS: Final = {"labelSelector": f"{L.JOB_NAME},{L.JOB_KIND}"}
+
+
+def job_pod(body: Mapping[str, Any]) -> JobPod:
+    meta = body.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    key = (str(labels.get(L.JOB_KIND, "")), str(meta.get("namespace")), str(labels.get(L.JOB_NAME)))
+    return key, pod_obs(body)
 
 
 @dataclass
@@ -127,7 +140,8 @@ class JobsController:
         self.jobs: dict[Key, JobState] = {}
         self.groups: dict[tuple[str, str], GroupObs] = {}
         self.group_specs: dict[tuple[str, str], dict[str, Any]] = {}
-        self.pods: kopf.Index[Key, PodObs] | None = None
+        self.pods: dict[Key, dict[PodKey, PodObs]] = {}
+        """job -> its pods' records, kept from the pod informer's changes (`on_pod`)."""
         self.dirty: set[Key] = set()
         self.not_before: dict[Key, float] = {}
         self.timers: dict[Key, float] = {}
@@ -172,22 +186,22 @@ class JobsController:
         self.not_before.pop(key, None)
         self.timers.pop(key, None)
 
-    def on_pod(self, event_type: str, body: Mapping[str, Any]) -> None:
-        meta = body.get("metadata") or {}
-        job_labels = meta.get("labels") or {}
-        key = (
-            str(job_labels.get(L.JOB_KIND, "")),
-            str(meta.get("namespace")),
-            str(job_labels.get(L.JOB_NAME)),
-        )
-        state = self.jobs.get(key)
-        if state is None:
-            return
-        if event_type == "DELETED":
-            uid = str(meta.get("uid"))
-            if state.deleting.pop(uid, None) is None:
-                state.gone.append(pod_obs(body))
-        self.mark(key)
+    def on_pod(self, _: str, pod: PodKey, new: JobPod | None, old: JobPod | None) -> None:
+        """A pod changed (the informer's handler): keep its record under its job; a pod gone
+        that we did not delete is remembered (as last seen) for the job's next step."""
+        if old is not None and (new is None or new[0] != old[0]):
+            pods = self.pods.get(old[0])
+            if pods is not None:
+                pods.pop(pod, None)
+                if not pods:
+                    del self.pods[old[0]]
+            state = self.jobs.get(old[0])
+            if state is not None and state.deleting.pop(old[1].uid, None) is None:
+                state.gone.append(old[1])
+            self.mark(old[0])
+        if new is not None:
+            self.pods.setdefault(new[0], {})[pod] = new[1]
+            self.mark(new[0])
 
     def on_group(self, event_type: str, body: Mapping[str, Any]) -> None:
         meta = body.get("metadata") or {}
@@ -210,7 +224,11 @@ class JobsController:
 
     # -- worker -------------------------------------------------------------------------------
 
-    async def run(self) -> None:
+    async def run(self, listed: Sequence[asyncio.Event] = ()) -> None:
+        """The reconcile worker; it starts once every pod informer has listed (`listed`), so no
+        job is judged from a view without its pods."""
+        for event in listed:
+            await event.wait()
         while not self.ctx.stop.is_set():
             now = time.monotonic()
             for key, due in list(self.timers.items()):
@@ -272,12 +290,7 @@ class JobsController:
         self.ctx.metrics.count_objects("job", phases)
 
     def _pods_of(self, key: Key) -> list[PodObs]:
-        if self.pods is None:
-            return []
-        try:
-            return list(self.pods[key])
-        except KeyError:
-            return []
+        return list(self.pods.get(key, {}).values())
 
     async def _check_input(self, state: JobState, shape: JobShape) -> None:
         """Missing queue, pool, PriorityClass or sink: conditions on this job (re-checked)."""
@@ -437,19 +450,7 @@ class JobsController:
 
 def register(registry: kopf.OperatorRegistry, ctx: OperatorContext) -> None:
     controller = JobsController(ctx)
-    job_filter = {L.JOB_NAME: kopf.PRESENT, L.JOB_KIND: kopf.PRESENT}
-
-    # The id names the index in every handler's kwargs (the default is the qualified name).
-    @kopf.index("pods", id="pods_by_job", labels=job_filter, registry=registry)
-    async def pods_by_job(
-        body: kopf.Body, namespace: str | None, labels: kopf.Labels, **_: Any
-    ) -> dict[Key, PodObs]:
-        key = (str(labels[L.JOB_KIND]), str(namespace), str(labels[L.JOB_NAME]))
-        return {key: pod_obs(body)}
-
-    @kopf.on.event("pods", labels=job_filter, registry=registry)
-    async def pod_event(type: str, body: kopf.Body, **_: Any) -> None:
-        controller.on_pod(type or "ADDED", body)
+    pods = watch_pods(registry, ctx, job_pod, controller.on_pod, JOB_PODS)
 
     @kopf.on.event(
         PodGroup.group,
@@ -470,10 +471,9 @@ def register(registry: kopf.OperatorRegistry, ctx: OperatorContext) -> None:
             controller.on_job(type or "ADDED", body)
 
     @kopf.on.startup(registry=registry)
-    async def start(**kwargs: Any) -> None:
-        # Indexes are handed to every handler by name; the worker keeps the live view.
-        controller.pods = kwargs["pods_by_job"]
-        task = asyncio.create_task(controller.run(), name="jobs-reconciler")
+    async def start(**_: Any) -> None:
+        listed = [informer.synced for informer in pods]
+        task = asyncio.create_task(controller.run(listed), name="jobs-reconciler")
         controller._tasks.add(task)
 
     @kopf.on.cleanup(registry=registry)

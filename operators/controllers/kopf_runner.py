@@ -21,7 +21,10 @@ Defaults every Sluice kopf operator gets (see `kopf_settings`):
   that have change handlers (never on Pods or Nodes: operators watch those with `on.event` and
   `index`, which persist nothing);
 - log records become Kubernetes Events only from WARNING up (operators post their own Events);
-- listings are paged (`LIST_CHUNK` objects a page), so re-listing 10,000 pods is no memory spike;
+- listings are not paged: a page read after etcd compacted the list's revision (a slow consumer
+  of a paged re-list) gets 410 Gone, which kopf treats as fatal, and the operator stopped. kopf
+  lists only the operators' own kinds and nodes (at most thousands); pods, the kind that grows
+  to tens of thousands, are read by `pod_watch`'s informers, which page and re-list safely;
 - kopf starts only once API discovery lists every resource it serves (`kopf_discovery`), so an
   operator started while the API server warms up does not give up on them;
 - the API connection from the same kubeconfig resolution as the scheduler
@@ -50,8 +53,6 @@ from operators.runtime.settings import parse_settings
 log = logging.getLogger(__name__)
 
 STOP_GRACE_SECONDS = 10.0
-LIST_CHUNK = 500
-"""Objects per page when kopf lists a kind (`settings.watching.chunk_size`)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -151,9 +152,8 @@ def kopf_settings(operator: KopfOperator, settings: KopfSettings) -> kopf.Operat
     ks.posting.level = logging.getLevelNamesMapping().get(settings.event_level.upper(), 30)
     ks.networking.request_timeout = settings.request_timeout_seconds
     ks.watching.server_timeout = settings.watch_timeout_seconds
-    # Listings (at start and after every expired watch) in pages: kopf otherwise holds every
-    # object of the kind at once, ~10 KB of parsed JSON per pod, as a spike per re-list.
-    ks.watching.chunk_size = LIST_CHUNK
+    # One request per listing (module text: kopf cannot resume a paged one after 410 Gone).
+    ks.watching.chunk_size = None
     ks.watching.client_timeout = settings.watch_timeout_seconds + 30
     operator.configure(ks)
     return ks
@@ -186,7 +186,7 @@ async def connection_info(
     )
 
 
-def _namespaces(settings: KopfSettings) -> list[str]:
+def namespaces(settings: KopfSettings) -> list[str]:
     return [ns.strip() for ns in settings.namespaces.split(",") if ns.strip()]
 
 
@@ -218,7 +218,7 @@ async def run(
     metrics = OperatorMetrics(operator.name)
     context = OperatorContext(operator.name, settings, conn, client, stop, metrics)
     operator.register(registry, context)
-    namespaces = _namespaces(settings)
+    served = namespaces(settings)
     # Our own probe server instead of kopf's liveness endpoint: the same `/healthz` (alive while
     # the loop answers), plus `/metrics`, on the one port the install already probes.
     serving = False
@@ -251,8 +251,8 @@ async def run(
         registry=registry,
         settings=kopf_settings(operator, settings),
         standalone=True,
-        clusterwide=not namespaces,
-        namespaces=namespaces,
+        clusterwide=not served,
+        namespaces=served,
         stop_flag=stop,
         ready_flag=ready,
     )
@@ -262,7 +262,7 @@ async def run(
     tasks = [*tasks, asyncio.create_task(check, name="served resources check")]
     # After spawn_tasks: it has just replaced the loop's signal handlers with its own.
     unsubscribe = signals.on_stop_signal(stop.set)
-    log.info("operator %s started (%s)", operator.name, ", ".join(namespaces) or "cluster-wide")
+    log.info("operator %s started (%s)", operator.name, ", ".join(served) or "cluster-wide")
     try:
         done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
     except asyncio.CancelledError:

@@ -1,27 +1,18 @@
 """The `podgroup` operator: finished phases from the pods (docs/admin.md "PodGroups").
 
 PodGroups are read through a kopf index; pods of the `sluice` scheduler through an informer
-(`operators.runtime.informer`: a paged list, then one watch, `spec.schedulerName=sluice` selected by
-the API server) that keeps of each pod only its group and phase. Their changes mark the group dirty
-and poke one coalesced reconcile, which writes Completed/Failed (or Pending again) and the
-succeeded/failed counts where they differ (`podgroup_phase` decides). Pods naming a PodGroup that
-does not exist are the scheduler's to explain (PodScheduled=False and a FailedScheduling Event), so
-this operator leaves them alone.
-
-Why not kopf for pods: kopf hands each watch event of each pod to a per-object worker (its own
-queue, task, body wrappers and memory record). With 10,000 pods changing phase that was slower
-than the API server's event rate, so the API server closed the watch for unresponsiveness and kopf
-re-listed, leaving groups un-Completed for minutes, while the queued raw pod bodies were most of the
-process's peak memory (docs/benchmarks.md, "Pool, queue and podgroup operators"). The informer
-reads an event into a (group, phase) pair in the stream reader itself.
+(`pod_watch`: `spec.schedulerName=sluice` selected by the API server) that keeps of each pod only
+its group and phase. Their changes mark the group dirty and poke one coalesced reconcile, which
+writes Completed/Failed (or Pending again) and the succeeded/failed counts where they differ
+(`podgroup_phase` decides). Pods naming a PodGroup that does not exist are the scheduler's to
+explain (PodScheduled=False and a FailedScheduling Event), so this operator leaves them alone.
 """
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 import kopf
@@ -31,9 +22,10 @@ from operators.api.eventlog import without_event_log
 from operators.api.scheduling import PodGroup
 from operators.controllers import kopf_runner, podgroup_phase
 from operators.controllers.coalesce import Coalescer, LastSeen, run_in_background
+from operators.controllers.pod_watch import watch_pods
 from operators.controllers.writes import bounded, failures
 from operators.runtime import records
-from operators.runtime.informer import EventType, Informer, WatchedKind
+from operators.runtime.informer import EventType
 from operators.runtime.informer import Key as PodKey
 from operators.runtime.operator_metrics import OperatorMetrics
 
@@ -44,9 +36,7 @@ PODGROUP_RESOURCE = (PodGroup.group, PodGroup.version, PodGroup.plural)
 GroupKey = tuple[str, str]
 Membership = tuple[GroupKey, str] | None
 """All the operator keeps of a pod: the group it names and its phase (None: names no group)."""
-OUR_PODS: Final = WatchedKind(
-    "pods", "/api/v1/pods", {"fieldSelector": f"spec.schedulerName={L.SCHEDULER_NAME}"}
-)
+OUR_PODS: Final = {"fieldSelector": f"spec.schedulerName={L.SCHEDULER_NAME}"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,6 +88,8 @@ class PodGroupOperator:
     metrics: OperatorMetrics = dataclasses.field(
         default_factory=lambda: OperatorMetrics("podgroup")
     )
+    listed: Callable[[], bool] = lambda: True
+    """Whether the pods are listed: before that a group would look memberless (counts of 0)."""
 
     def on_pod(self, _: EventType, pod: PodKey, new: Membership, old: Membership) -> None:
         """A pod changed (the informer's handler): move it between groups, mark both dirty."""
@@ -113,6 +105,8 @@ class PodGroupOperator:
             self.dirty.add(new[0])
 
     async def reconcile(self) -> float | None:
+        if not self.listed():
+            return 1.0
         keys, self.dirty = self.dirty, set()
         writes = []
         for key in sorted(keys):
@@ -151,25 +145,8 @@ def register(registry: kopf.OperatorRegistry, ctx: kopf_runner.OperatorContext) 
             op.on_pod(kind, pod, new, old)
             coalescer.poke()
 
-    pods: Informer[Membership] = Informer(
-        ctx.client,
-        OUR_PODS,
-        membership,
-        pod_changed,
-        watch_timeout_seconds=ctx.settings.watch_timeout_seconds,
-    )
-    tasks: set[asyncio.Task[None]] = set()
-
-    @kopf.on.startup(registry=registry)
-    async def start_pods(**_: Any) -> None:
-        tasks.add(asyncio.create_task(pods.run(), name="podgroup-pods"))
-
-    @kopf.on.cleanup(registry=registry)
-    async def stop_pods(**_: Any) -> None:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        tasks.clear()
+    pods = watch_pods(registry, ctx, membership, pod_changed, OUR_PODS)
+    op.listed = lambda: all(informer.synced.is_set() for informer in pods)
 
     @kopf.index(*PODGROUP_RESOURCE, id="group_views", registry=registry)
     async def group_views(

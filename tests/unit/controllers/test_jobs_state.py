@@ -3,10 +3,12 @@ its spec and metadata, not the status it wrote itself (that is the job's Memory)
 
 from __future__ import annotations
 
+import asyncio
 from types import SimpleNamespace
 from typing import Any
 
-from operators.controllers.jobs import JobsController, digest, kept
+from operators.api import labels as L
+from operators.controllers.jobs import JobsController, digest, job_pod, kept
 from operators.jobs.reconcile import Memory
 
 KEY = ("VCJob", "ns", "j")
@@ -125,3 +127,48 @@ def test_a_group_event_that_moves_nothing_a_job_reads_is_no_work() -> None:
     c.dirty.clear()
     c.on_group("DELETED", group())
     assert c.dirty == {KEY}
+
+
+def pod(name: str, uid: str, phase: str, job_name: str = "j") -> dict[str, Any]:
+    labels = {L.JOB_KIND: "VCJob", L.JOB_NAME: job_name, L.TASK: "w", L.REPLICA_INDEX: "0"}
+    return {
+        "metadata": {"name": name, "namespace": "ns", "uid": uid, "labels": labels},
+        "status": {"phase": phase},
+    }
+
+
+def test_pods_are_kept_under_their_job_and_a_pod_gone_unasked_is_remembered() -> None:
+    """The pod informer's changes: records under the job (what reconcile reads); a pod that
+    disappears without our delete is kept as last seen for the job's next step; one we deleted
+    is not (its delete is what we decided)."""
+    c = controller()
+    c.on_job("ADDED", job())
+    c.dirty.clear()
+    first, second = job_pod(pod("j-w-0", "p1", "Running")), job_pod(pod("j-w-1", "p2", "Running"))
+    c.on_pod("ADDED", ("ns", "j-w-0"), first, None)
+    c.on_pod("ADDED", ("ns", "j-w-1"), second, None)
+    assert first[0] == KEY
+    assert {p.uid for p in c._pods_of(KEY)} == {"p1", "p2"}
+    assert c.dirty == {KEY}
+    c.jobs[KEY].deleting["p1"] = 0.0
+    c.on_pod("DELETED", ("ns", "j-w-0"), None, first)
+    c.on_pod("DELETED", ("ns", "j-w-1"), None, second)
+    assert c._pods_of(KEY) == []
+    assert c.jobs[KEY].deleting == {}
+    assert [p.uid for p in c.jobs[KEY].gone] == ["p2"]
+    assert c.pods == {}
+
+
+async def test_the_reconcile_worker_waits_until_the_pods_are_listed() -> None:
+    """No job is judged from a view without its pods (it would look as if every pod was gone)."""
+    c = controller()
+    c.ctx = SimpleNamespace(stop=asyncio.Event())
+    c.on_job("ADDED", job())
+    listed = asyncio.Event()
+    worker = asyncio.create_task(c.run([listed]))
+    await asyncio.sleep(0.05)
+    assert c.dirty == {KEY}
+    assert not c.running
+    c.ctx.stop.set()
+    listed.set()
+    await asyncio.wait_for(worker, 5)
