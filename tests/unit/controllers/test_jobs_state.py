@@ -161,14 +161,15 @@ def test_pods_are_kept_under_their_job_and_a_pod_gone_unasked_is_remembered() ->
 
 async def test_the_reconcile_worker_waits_until_the_pods_are_listed() -> None:
     """No job is judged from a view without its pods (it would look as if every pod was gone)."""
-    c = controller()
-    c.ctx = SimpleNamespace(stop=asyncio.Event())
+    stop = asyncio.Event()
+    ctx: Any = SimpleNamespace(client=None, stop=stop)
+    c = JobsController(ctx)
     c.on_job("ADDED", job())
     listed = asyncio.Event()
     worker = asyncio.create_task(c.run([listed]))
     await asyncio.sleep(0.05)
     assert c.dirty == {KEY}
     assert not c.running
-    c.ctx.stop.set()
+    stop.set()
     listed.set()
     await asyncio.wait_for(worker, 5)
