@@ -272,7 +272,7 @@ class SessionState:
         if not bound:
             return
         nodes = np.fromiter((t.node for t in bound), dtype=np.int64, count=len(bound))
-        reqs = np.stack([t.req for t in bound])
+        reqs = request_rows(bound, self.space.size)
         np.subtract.at(self.free, nodes, reqs)
         tree = self.queues
         leaving = [i for i, t in enumerate(bound) if t.task.status == TaskStatus.RELEASING]
@@ -634,6 +634,23 @@ class SessionState:
     def will_evict(self, g: GroupInfo) -> bool:
         mark = g.pg.preemption
         return mark is not None and mark.role == PreemptionRole.WILL_EVICT
+
+
+def request_rows(tasks: Sequence[TaskInfo], width: int) -> NDArray[np.float64]:
+    """The tasks' request vectors as rows of one array (``width`` columns when empty).
+
+    Tasks of one shape share one vector, so the rows are gathered from the distinct vectors:
+    stacking tens of thousands of small arrays one by one costs far more."""
+    slots: dict[int, int] = {}
+    vectors: list[NDArray[np.float64]] = []
+    for t in tasks:
+        if id(t.req) not in slots:
+            slots[id(t.req)] = len(vectors)
+            vectors.append(t.req)
+    if not vectors:
+        return np.zeros((0, width))
+    which = np.fromiter((slots[id(t.req)] for t in tasks), np.int64, len(tasks))
+    return np.vstack(vectors)[which]
 
 
 def _largest_island(full: NDArray[np.bool_], ids: NDArray[np.int32]) -> NDArray[np.int64]:

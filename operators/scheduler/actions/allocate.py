@@ -43,8 +43,9 @@ def candidates(ssn: Session) -> list[GroupInfo]:
         g
         for g in ssn.state.groups
         if g.phase in admitted
-        and not g.gang_satisfied()
+        # Pending tasks first: a running group without any is answered without a pass.
         and g.pending_tasks()
+        and not g.gang_satisfied()
         and not ssn.state.backing_off(g)
     ]
 

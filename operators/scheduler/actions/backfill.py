@@ -68,8 +68,8 @@ def run(ssn: Session) -> None:
         g
         for g in state.groups
         if g.phase != GroupPhase.PENDING
+        and g.pending_tasks()  # cheap for a running group without any (most of them)
         and g.gang_satisfied()
-        and g.pending_tasks()
         and not state.backing_off(g)
         # A gang waiting for nominated room grows only once it is actually bound.
         and not any(t.placed == Placement.NOMINATE or t.nominated >= 0 for t in g.tasks)

@@ -30,6 +30,7 @@ import numpy as np
 from operators.scheduler.decisions import ReasonCode
 from operators.scheduler.framework import PERMIT, AllocatePass, Purpose, Verdict, Vote
 from operators.scheduler.snapshot import GroupPhase
+from operators.scheduler.state import request_rows
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
@@ -324,27 +325,34 @@ class Quota:
     def _held_index(self) -> _HeldIndex:
         version = self._version()
         if self._held is None or self._held.version != version:
-            state = self.state
-            node_pool = state.nodes.node_pool
-            rows: list[tuple[int, int, int, int, int]] = []
-            reqs: list[NDArray[np.float64]] = []
-            for other in state.groups:
-                for t in other.tasks:
-                    if t.held:
-                        pool = int(node_pool[t.node]) if state.is_borrowed(t) else -1
-                        rows.append((other.index, other.queue, *other.priority, pool))
-                        reqs.append(t.req)
-            cols = np.asarray(rows, dtype=np.int64).reshape(-1, 5).T
-            self._held = _HeldIndex(
-                version=version,
-                group=cols[0],
-                queue=cols[1],
-                tenant=cols[2],
-                job=cols[3],
-                borrowed_pool=cols[4],
-                req=np.vstack(reqs) if reqs else np.zeros((0, state.space.size)),
-            )
+            self._held = _build_held_index(self.state, version)
         return self._held
+
+
+def _build_held_index(state: SessionState, version: tuple[object, ...]) -> _HeldIndex:
+    """Every held task's row, in group then task order, built column by column: a full
+    cluster holds tens of thousands of tasks, and a Python tuple per row cost more than the
+    whole admission pass it serves."""
+    held = [t for g in state.groups for t in g.tasks if t.held]
+    count = len(held)
+    group = np.fromiter((t.group.index for t in held), np.int64, count)
+    queue = np.fromiter((t.group.queue for t in held), np.int64, count)
+    tenant = np.fromiter((t.group.priority[0] for t in held), np.int64, count)
+    job = np.fromiter((t.group.priority[1] for t in held), np.int64, count)
+    node = np.fromiter((t.node for t in held), np.int64, count)
+    own_pool = np.fromiter((t.pool for t in held), np.int64, count)
+    # SessionState.is_borrowed, per row: on a node of another pool than its own.
+    node_pool = state.nodes.node_pool[np.maximum(node, 0)].astype(np.int64)
+    borrowed = (node >= 0) & (node_pool != own_pool)
+    return _HeldIndex(
+        version=version,
+        group=group,
+        queue=queue,
+        tenant=tenant,
+        job=job,
+        borrowed_pool=np.where(borrowed, node_pool, -1),
+        req=request_rows(held, state.space.size),
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -66,3 +66,35 @@ def test_indexed_reclaimable_room_equals_the_plain_loop(data: st.DataObject) -> 
     quota = session_quota(snap)
     for g in quota.state.groups:
         assert np.array_equal(quota._reclaimable(g), plain_loop(quota, g)), g.uid
+
+
+def plain_rows(state: SessionState) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+    """The held-task index as first written: a tuple per held task, in group then task order
+    (group index, queue, tenant priority, job priority, pool it borrows or -1), and its row."""
+    rows: list[tuple[int, int, int, int, int]] = []
+    reqs: list[NDArray[np.float64]] = []
+    for other in state.groups:
+        for t in other.tasks:
+            if t.held:
+                pool = int(state.nodes.node_pool[t.node]) if state.is_borrowed(t) else -1
+                rows.append((other.index, other.queue, *other.priority, pool))
+                reqs.append(t.req)
+    cols = np.asarray(rows, dtype=np.int64).reshape(-1, 5).T
+    return cols, np.vstack(reqs) if reqs else np.zeros((0, state.space.size))
+
+
+@PROFILE
+@given(st.data())
+def test_held_index_built_by_columns_has_the_plain_rows(data: st.DataObject) -> None:
+    snap, second = drawn_snapshot(data)
+    snap = replace(snap, groups=(*snap.groups, *second[0]), tasks=(*snap.tasks, *second[1]))
+    for step in range(data.draw(st.integers(0, 2))):
+        snap = advance(snap, run_session(snap), now=30.0 * (step + 1))
+    quota = session_quota(snap)
+    held = quota._held_index()
+    cols, req = plain_rows(quota.state)
+    built = (held.group, held.queue, held.tenant, held.job, held.borrowed_pool)
+    for name, mine, plain in zip(("group", "queue", "tenant", "job", "pool"), built, cols):
+        assert np.array_equal(mine, plain), name
+    assert req.dtype == held.req.dtype
+    assert np.array_equal(req, held.req)
