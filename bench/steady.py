@@ -11,13 +11,21 @@ nothing new. Prints the median session time over a few runs, with the yardstick 
 (plain pods of one namespace): a true steady state, where each session decides nothing. With the
 44 team queues some queues hold more than their share, so every session reclaims for the others
 (the victim search at full size).
+
+``--baseline DIR`` measures another source tree (``git archive REV | tar -x -C DIR``) against
+this one: one process per run (median of 3 sessions), the trees alternating (the order swapped each round), so both
+see the same neighbours; it prints each round's CPU seconds per session and the medians.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import pathlib
+import re
 import statistics
+import subprocess
+import sys
 import time
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -112,6 +120,39 @@ ARMS = {
 }
 
 
+def side_by_side(baseline: str, rounds: int, scenario: list[str]) -> None:
+    """Old (``baseline``) and new (this tree) alternating, one process per run (each the median
+    of 3 sessions after an untimed one)."""
+    here = str(pathlib.Path(__file__).resolve().parents[1])
+    trees = [("baseline", baseline), ("this tree", here)]
+    cpus: dict[str, list[float]] = {label: [] for label, _ in trees}
+    print(f"A/B {' '.join(scenario)}; load {os.getloadavg()[0]:.1f} at start")
+    for r in range(rounds):
+        for label, tree in trees if r % 2 == 0 else trees[::-1]:
+            # `-m` puts the working directory first on sys.path: each tree runs from its own.
+            out = subprocess.run(
+                [sys.executable, "-m", "bench.steady", "--repeats", "3", *scenario],
+                cwd=tree,
+                env={**os.environ, "PYTHONPATH": tree},
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
+            cpu = re.search(r"CPU s median ([0-9.]+)", out)
+            phases = re.search(r"phases \(last run, CPU\): (.*)", out)
+            decisions = re.search(r"decisions (\d+)", out)
+            if cpu is None or phases is None or decisions is None:
+                raise RuntimeError(f"unexpected output of {tree}:\n{out}")
+            cpus[label].append(float(cpu[1]))
+            print(
+                f"round {r + 1} {label}: CPU s {cpu[1]}, decisions {decisions[1]}; {phases[1]}; "
+                f"load {os.getloadavg()[0]:.1f}",
+                flush=True,
+            )
+    for label, values in cpus.items():
+        print(f"{label}: median CPU s per session {statistics.median(values):.3f} of {values}")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--nodes", type=int, default=1_000)
@@ -141,7 +182,19 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="open every session from scratch (no SessionMemo kept across sessions)",
     )
+    parser.add_argument(
+        "--baseline",
+        metavar="DIR",
+        help="A/B: run this scenario in the source tree DIR and in this tree alternately, one "
+        "process per run, --repeats rounds (CPU seconds per session)",
+    )
     args = parser.parse_args(argv)
+    if args.baseline:
+        scenario = [f"--nodes={args.nodes}", f"--running={args.running}"]
+        scenario += [f"--pending={args.pending}", f"--queues={args.queues}"]
+        scenario += [f"--actions={args.actions}", *(["--no-memo"] if args.no_memo else [])]
+        side_by_side(args.baseline, args.repeats, scenario)
+        return
     actions = tuple(ActionName(a) for a in args.actions.split(","))
     configs = {arm: replace(ARMS[arm], actions=actions) for arm in args.arms.split(",")}
     snap = full_cluster(args.nodes, args.running, args.pending, args.queues)

@@ -94,7 +94,9 @@ def test_held_index_built_by_columns_has_the_plain_rows(data: st.DataObject) -> 
     held = quota._held_index()
     cols, req = plain_rows(quota.state)
     built = (held.group, held.queue, held.tenant, held.job, held.borrowed_pool)
-    for name, mine, plain in zip(("group", "queue", "tenant", "job", "pool"), built, cols):
+    for name, mine, plain in zip(
+        ("group", "queue", "tenant", "job", "pool"), built, cols, strict=True
+    ):
         assert np.array_equal(mine, plain), name
     assert req.dtype == held.req.dtype
     assert np.array_equal(req, held.req)

@@ -9,8 +9,10 @@ values are relative to (resource names, pools, queues and tenants), must be deri
 
 from __future__ import annotations
 
-from dataclasses import replace
+from collections.abc import Callable
+from dataclasses import MISSING, fields, replace
 
+import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -25,7 +27,7 @@ from operators.scheduler.snapshot import (
     Task,
     Tenant,
 )
-from operators.scheduler.state import SessionState
+from operators.scheduler.state import GroupInfo, SessionState, TaskInfo
 
 from .builders import group, node, tasks
 from .invariants import same_result
@@ -78,15 +80,93 @@ def _open(snap: Snapshot, memo: SessionMemo) -> SessionState:
     return SessionState(snap, SessionConfig(), memo)
 
 
-def test_unchanged_objects_reuse_what_was_derived() -> None:
+def test_unchanged_objects_reuse_their_session_state_renewed() -> None:
     memo, snap = SessionMemo(), _snapshot()
-    before, after = _open(snap, memo), _open(snap, memo)
-    assert after.tasks[0].req is before.tasks[0].req
-    assert after.tasks[0].shape is before.tasks[0].shape
-    assert after.groups[0].role_min is before.groups[0].role_min
-    # ... in fresh session state: holdings are the session's own.
-    assert after.tasks[0] is not before.tasks[0]
-    assert after.groups[0] is not before.groups[0]
+    before = _open(snap, memo)
+    first, group_info = before.tasks[0], before.groups[0]
+    req, shape, role_min = first.req, first.shape, group_info.role_min
+    first.held, first.node, group_info.held_count, group_info.attempted = True, 0, 1, True
+    after = _open(snap, memo)
+    assert after.tasks[0] is first
+    assert after.groups[0] is group_info
+    assert first.req is req
+    assert first.shape is shape
+    assert group_info.role_min is role_min
+    # ... with what is the session's own back to fresh: holdings are the new session's.
+    assert not first.held
+    assert first.node == -1
+    assert first.group is group_info
+    assert group_info.held_count == 0
+    assert not group_info.attempted
+    assert group_info.tasks == after.tasks
+
+
+def _sentinel_then_renew(info: TaskInfo | GroupInfo, renew: Callable[[], None]) -> list[str]:
+    """Set every field with a default to a sentinel, renew, and name the fields still holding
+    it (a field added to TaskInfo/GroupInfo without a reset in ``renew``)."""
+    sentinel = object()
+    defaulted = [
+        f for f in fields(info) if f.default is not MISSING or f.default_factory is not MISSING
+    ]
+    for f in defaulted:
+        object.__setattr__(info, f.name, sentinel)
+    renew()
+    return [f.name for f in defaulted if getattr(info, f.name) is sentinel]
+
+
+def test_renew_resets_every_field_with_a_default() -> None:
+    """Every field with a default is the session's own: renew must set each of them. (dims
+    has a default but is derived from the task: renew keeps it, the only exception.)"""
+    state = _open(_snapshot(), SessionMemo())
+    g, t = state.groups[0], state.tasks[0]
+    assert _sentinel_then_renew(g, lambda: g.renew(0)) == []
+    assert _sentinel_then_renew(t, lambda: t.renew(g)) == ["dims"]
+
+
+def _same_state(mine: SessionState, fresh: SessionState) -> None:
+    """Two session states opened over one snapshot are alike field by field."""
+    assert [g.uid for g in mine.groups] == [g.uid for g in fresh.groups]
+    assert [t.task.uid for t in mine.tasks] == [t.task.uid for t in fresh.tasks]
+    pairs: list[tuple[object, object]] = [*zip(mine.groups, fresh.groups, strict=True)]
+    pairs += zip(mine.tasks, fresh.tasks, strict=True)
+    for a, b in pairs:
+        for f in fields(a):  # type: ignore[arg-type]
+            x, y = getattr(a, f.name), getattr(b, f.name)
+            if f.name == "group":
+                assert x.uid == y.uid
+                assert x is mine.group_by_uid[x.uid]
+            elif f.name == "tasks":
+                assert [t.task.uid for t in x] == [t.task.uid for t in y]
+                assert all(t.group is a for t in x)
+            elif isinstance(x, np.ndarray) or isinstance(y, np.ndarray):
+                assert np.array_equal(x, y), f.name
+            else:
+                assert x == y, f.name
+    assert np.array_equal(mine.free, fresh.free)
+    assert np.array_equal(mine.queues.allocated, fresh.queues.allocated)
+    assert np.array_equal(mine.queues.demand, fresh.queues.demand)
+
+
+@settings(PROFILE, max_examples=max(1, EXAMPLES // 2))
+@given(clusters(), queue_trees(), workloads("a"), workloads("b"), st.booleans())
+def test_renewed_session_state_equals_a_fresh_one(
+    nodes: tuple[Node, ...],
+    queues: tuple[Queue, ...],
+    first: tuple[list[PodGroup], list[Task]],
+    second: tuple[list[PodGroup], list[Task]],
+    with_topology: bool,
+) -> None:
+    """After sessions that bind, evict, mark and admit over the memo's state objects, the next
+    open over the memo equals an open without one, field by field, for every group and task
+    (those renewed and those built afresh)."""
+    snap = opening(nodes, queues, first, with_topology)
+    config, memo = SessionConfig(), SessionMemo()
+    for step in range(3):
+        result = run_session(snap, config, memo)
+        snap = advance(snap, result, now=30.0 * (step + 1), releasing=True)
+        if step == 0:
+            snap = replace(snap, groups=(*snap.groups, *second[0]), tasks=(*snap.tasks, *second[1]))
+        _same_state(SessionState(snap, config, memo), SessionState(snap, config))
 
 
 def test_a_changed_task_is_derived_afresh() -> None:
@@ -140,3 +220,14 @@ def test_the_memo_keeps_only_the_objects_of_the_last_session() -> None:
     _open(snap, memo)
     _open(replace(snap, tasks=snap.tasks[:1]), memo)
     assert [entry[0] for entry in memo.tasks.values()] == [snap.tasks[0]]
+
+
+def test_an_object_met_twice_in_one_snapshot_gets_a_state_object_each_time() -> None:
+    """As without a memo: one TaskInfo per listed task, never one shared by two entries."""
+    memo, snap = SessionMemo(), _snapshot()
+    twice = replace(snap, tasks=(snap.tasks[0], snap.tasks[0]))
+    _open(twice, memo)
+    state = _open(twice, memo)
+    assert len(state.tasks) == 2
+    assert state.tasks[0] is not state.tasks[1]
+    _same_state(state, SessionState(twice, SessionConfig()))
