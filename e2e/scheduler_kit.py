@@ -6,10 +6,6 @@ kwok nodes with 8 GPUs each, NVLink islands {0-3} and {4-7}). Their fixtures (`c
 
 from __future__ import annotations
 
-import contextlib
-import signal
-import subprocess
-import sys
 import threading
 import time
 import urllib.request
@@ -23,7 +19,8 @@ from kubernetes import client, watch
 from operators.api import labels
 from operators.api.scheduling import PodGroup
 from operators.devcluster import waiting
-from operators.devcluster.processes import dies_with_parent, free_port
+from operators.devcluster.operator_process import OperatorProcess
+from operators.devcluster.processes import free_port
 
 GPU = "nvidia.com/gpu"
 GPU_IDS = labels.GPU_IDS
@@ -32,26 +29,19 @@ NODE_GPUS = 8
 NVLINK_ISLANDS = ({0, 1, 2, 3}, {4, 5, 6, 7})
 
 
-class Scheduler:
+class Scheduler(OperatorProcess):
     """One `python -m operators scheduler` process; restartable, killable, with its log kept."""
 
     def __init__(self, kubeconfig: Path, log_dir: Path, lease: str, identity: str) -> None:
-        self.kubeconfig = kubeconfig
-        self.log_path = log_dir / f"scheduler-{identity}.log"
+        super().__init__("scheduler", kubeconfig, log_dir, log_name=f"scheduler-{identity}")
         self.lease = lease
         self.identity = identity
         self.port = free_port()
-        self.proc: subprocess.Popen[bytes] | None = None
         self.extra: list[str] = []
 
     def start(self, *extra: str) -> Scheduler:
         self.extra = list(extra) or self.extra
-        cmd = [
-            sys.executable,
-            "-m",
-            "operators",
-            "scheduler",
-            f"--kubeconfig={self.kubeconfig}",
+        self.flags = [
             f"--metrics-port={self.port}",
             "--metrics-host=127.0.0.1",
             f"--lease-name={self.lease}",
@@ -60,18 +50,9 @@ class Scheduler:
             "--renew-deadline-seconds=4",
             "--retry-period-seconds=1",
             "--half-bound-grace-seconds=5",
-            "--log-level=DEBUG",
             *self.extra,
         ]
-        with self.log_path.open("ab") as out:
-            out.write(f"\n$ {' '.join(cmd)}\n".encode())
-            out.flush()
-            self.proc = subprocess.Popen(
-                cmd,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                preexec_fn=dies_with_parent(),  # noqa: PLW1509 - see dies_with_parent
-            )
+        super().start()
         return self
 
     def get(self, path: str) -> tuple[int, str]:
@@ -99,20 +80,6 @@ class Scheduler:
         if missing is None:
             raise AssertionError(f"metric {name} is not exported\n{self.log()}")
         return missing
-
-    def kill(self, sig: int = signal.SIGKILL) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            self.proc.wait(20)
-
-    def stop(self) -> None:
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.kill(signal.SIGTERM)
-        self.kill(signal.SIGKILL)
-
-    def log(self, lines: int = 60) -> str:
-        text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-        return "\n".join(text.splitlines()[-lines:])
 
 
 def wait_for(
