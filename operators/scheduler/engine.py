@@ -242,10 +242,11 @@ def _phase_changes(ssn: Session, evictions: dict[str, tuple[list[str], EvictOp]]
 def _fill_explanations(ssn: Session) -> None:
     """Every group that still waits for something gets a reason, never silence."""
     state = ssn.state
+    pending = GroupPhase.PENDING  # bound once: a class's enum member is slow to read (state.py)
     for g in state.groups:
         if state.has_explanation(g.uid):
             continue
-        if g.phase == GroupPhase.PENDING and not g.tasks:
+        if g.phase == pending and not g.tasks:
             message = "waiting for admission (enqueue is not configured)"
         elif not g.pending_tasks():
             continue
@@ -262,10 +263,11 @@ def _queue_statuses(state: SessionState, ext: Extensions) -> dict[str, QueueStat
     tree, space = state.queues, state.space
     counts: dict[int, dict[GroupPhase, int]] = {}
     waiting: dict[int, list[GroupInfo]] = {}
+    waits = (GroupPhase.PENDING, GroupPhase.INQUEUE)  # bound once (see _fill_explanations)
     for g in state.groups:
         per = counts.setdefault(g.queue, {})
         per[g.phase] = per.get(g.phase, 0) + 1
-        if g.phase in (GroupPhase.PENDING, GroupPhase.INQUEUE):
+        if g.phase in waits:
             waiting.setdefault(g.queue, []).append(g)
     out: dict[str, QueueStatus] = {}
     for q, name in enumerate(tree.names):
@@ -296,17 +298,18 @@ def _pool_statuses(state: SessionState) -> dict[str, PoolStatus]:
     counts: tuple[dict[tuple[int, int], int], ...] = ({}, {}, {})  # used, shared, pending
     vectors: dict[int, NDArray[np.float64]] = {}
     pending_status = TaskStatus.PENDING
+    nominate, not_placed = Placement.NOMINATE, Placement.NONE
     for t in state.tasks:
         req = t.req
         # Pods on the pool's nodes now: evicted ones until they exit, nominated ones not yet.
-        if (t.held or t.evicted) and t.node >= 0 and t.placed != Placement.NOMINATE:
+        if (t.held or t.evicted) and t.node >= 0 and t.placed != nominate:
             p = pool_of[t.node]
             key = (p, id(req))
             used_counts = counts[0]
             used_counts[key] = used_counts.get(key, 0) + 1
             if p != t.pool:
                 counts[1][key] = counts[1].get(key, 0) + 1
-        elif t.placed == Placement.NONE and t.task.status == pending_status:
+        elif t.placed == not_placed and t.task.status == pending_status:
             key = (t.pool, id(req))
             counts[2][key] = counts[2].get(key, 0) + 1
         else:

@@ -77,7 +77,7 @@ class Reservations:
         # preemptor would find its room taken and evict a second victim.
         self.held_for: dict[int, list[int]] = {}
         for g in state.groups:
-            nodes = sorted({t.nominated for t in g.tasks if t.nominated >= 0 and t.pending})
+            nodes = sorted({t.nominated for t in g.pending_tasks() if t.nominated >= 0})
             if nodes and not g.gang_satisfied():
                 self.held_for[g.index] = nodes
         self.held: NDArray[np.bool_] = np.zeros(state.nodes.size, dtype=np.bool_)

@@ -64,10 +64,11 @@ def run(ssn: Session) -> None:
     borrow(ssn)
     ssn.reservations.release_placed()  # ... or that found room in a lender pool
     state, ext = ssn.state, ssn.ext
+    pending = GroupPhase.PENDING  # bound once: a class's enum member is slow to read (state.py)
     growing = [
         g
         for g in state.groups
-        if g.phase != GroupPhase.PENDING
+        if g.phase != pending
         and g.pending_tasks()  # cheap for a running group without any (most of them)
         and g.gang_satisfied()
         and not state.backing_off(g)

@@ -34,7 +34,8 @@ if TYPE_CHECKING:
 
 def run(ssn: Session) -> None:
     state, ext = ssn.state, ssn.ext
-    pending = [g for g in state.groups if g.phase == GroupPhase.PENDING]
+    phase = GroupPhase.PENDING  # bound once: a class's enum member is slow to read (state.py)
+    pending = [g for g in state.groups if g.phase == phase]
     waiting = _waiting_for_room(ssn)
     for g in round_robin(ssn, pending):
         need = state.min_resources(g)
@@ -77,8 +78,9 @@ def _waiting_for_room(ssn: Session) -> dict[int, int]:
     state = ssn.state
     out: dict[int, int] = {}
     rooms: dict[int, NDArray[np.float64]] = {}
+    inqueue = GroupPhase.INQUEUE  # bound once (see run)
     for g in state.groups:
-        if g.phase != GroupPhase.INQUEUE or g.gang_satisfied() or g.held_count:
+        if g.phase != inqueue or g.gang_satisfied() or g.held_count:
             continue
         if g.pool not in rooms:
             rooms[g.pool] = _pool_room(ssn, g.pool)[0]

@@ -30,6 +30,10 @@ def round_robin(ssn: Session, groups: list[GroupInfo]) -> Iterator[GroupInfo]:
     while heap:
         _, q = heapq.heappop(heap)
         members = per_queue[q]
+        if not heap:  # the last queue with groups left: no other key to compare with
+            while members:
+                yield members.pop()
+            return
         yield members.pop()
         if members:
             heapq.heappush(heap, (ext.queue_key(q), q))
