@@ -223,15 +223,23 @@ def test_sigkill_mid_binding_then_restart(
             create_group(core, custom, namespace, f"g{g}", 5, 1)
         sched = start_scheduler("--bind-concurrency=1")
         # Kill once a few bindings are through; the rest are still being POSTed one by one.
-        wait_for(
-            lambda: sched.metric("sluice_pods_bound_total", missing=0.0) >= 8,
-            60,
-            "bindings",
-            sched,
-            0.005,
-        )
+        # Counted from the pod watch, not by polling /metrics every 5 ms (load on the very
+        # process under test). The timeout is a hang detector: it covers the interpreter's
+        # start, over 60 s at load 30 (the flake), as `Scheduler.wait_ready` does.
+        wait_for(lambda: len(watcher.nodes) >= 8, 300, "bindings", sched, 0.005)
         sched.kill(signal.SIGKILL)
-        at_kill = {g: len(bound(core, namespace, f"g{g}-")) for g in range(gangs)}
+        # A Binding the API server took just before the kill may land just after it: read the
+        # counts until two reads agree, or a hand binding below could meet a bound pod (409).
+        last: dict[int, int] = {}
+
+        def settled() -> dict[int, int] | None:
+            nonlocal last
+            names = [p.metadata.name for p in bound(core, namespace)]
+            now = {g: sum(n.startswith(f"g{g}-") for n in names) for g in range(gangs)}
+            same, last = now == last, now
+            return now if same else None
+
+        at_kill = wait_for(settled, 30, "bindings settled after the kill", None, 0.5)
         killed_at = sum(at_kill.values())
         assert killed_at < total, "everything was bound before the kill; nothing was tested"
         print(
@@ -251,6 +259,7 @@ def test_sigkill_mid_binding_then_restart(
         assert half_bound
 
         sched.start("--bind-concurrency=8")
+        sched.wait_ready()
         # Bare pods: a half-bound gang the scheduler evicted instead of completing would lose
         # its pods for good, so "all bound" fails for a wrong repair as well as for none. (The
         # timeout only stops a hang; how fast binding resumes is for benchmarks to measure.)
