@@ -165,7 +165,14 @@ def load(cluster: DevCluster, args: Any, logs: pathlib.Path) -> dict[str, Any]:
     ns = f"load-{uuid.uuid4().hex[:6]}"
     core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=ns)))
     # INFO: at DEBUG, kopf logs every watch event, which at this rate is most of the operators' work.
-    fleet = chaos.Fleet(pathlib.Path(cluster.kubeconfig), logs, f"load-{ns}", log_level="INFO")
+    # The scheduler's default lease: the fault runs' short one measures failover, not load.
+    fleet = chaos.Fleet(
+        pathlib.Path(cluster.kubeconfig),
+        logs,
+        f"load-{ns}",
+        log_level="INFO",
+        short_lease=False,
+    )
     created: dict[str, float] = {}
     bound: dict[str, float] = {}
     phases: dict[str, str] = {}

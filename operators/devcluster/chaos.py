@@ -259,15 +259,24 @@ class Fleet:
     """The operators as subprocesses, restarted when they die (a supervisor, like a Deployment),
     except while a fault holds one down."""
 
-    def __init__(self, kubeconfig: Path, logs: Path, lease: str, log_level: str = "DEBUG") -> None:
+    def __init__(
+        self,
+        kubeconfig: Path,
+        logs: Path,
+        lease: str,
+        log_level: str = "DEBUG",
+        short_lease: bool = True,
+    ) -> None:
+        """`short_lease`: the fault runs' `LEASE`, so a killed leader is replaced within seconds;
+        False keeps the scheduler's own defaults (the load: what an installation runs)."""
         self.procs: dict[str, OperatorProcess] = {}
-        lease_flags = (
-            f"--lease-name={lease}",
-            "--lease-namespace=kube-system",
-            f"--lease-duration-seconds={LEASE['duration']}",
-            f"--renew-deadline-seconds={LEASE['renew']}",
-            f"--retry-period-seconds={LEASE['retry']}",
-        )
+        lease_flags: tuple[str, ...] = (f"--lease-name={lease}", "--lease-namespace=kube-system")
+        if short_lease:
+            lease_flags += (
+                f"--lease-duration-seconds={LEASE['duration']}",
+                f"--renew-deadline-seconds={LEASE['renew']}",
+                f"--retry-period-seconds={LEASE['retry']}",
+            )
         for ident in SCHEDULERS:
             self.procs[ident] = OperatorProcess(
                 "scheduler",
