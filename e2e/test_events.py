@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from operators.devcluster import waiting
 from operators.devcluster.cluster import DevCluster
 from operators.devcluster.operator_process import OperatorProcess
 
@@ -30,17 +31,15 @@ SOAK_OUTAGE_SECONDS = float(os.environ.get("SLUICE_SOAK_OUTAGE_SECONDS", "3"))
 
 
 def wait_for(check: Callable[[], bool], what: str, timeout: float = TIMEOUT) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
+    try:
+        waiting.wait_for(check, timeout=timeout, interval=0.2, what=what)
+    except TimeoutError as exc:
+        raise AssertionError(str(exc)) from exc
 
 
 def started(proc: OperatorProcess, name: str = "events") -> OperatorProcess:
     # Its watches start right after this line; a busy machine may take a while to import.
-    wait_for(lambda: f"operator {name} started" in proc.log(), f"the {name} operator", 180)
+    wait_for(lambda: proc.said(f"operator {name} started"), f"the {name} operator", 180)
     return proc
 
 

@@ -30,6 +30,7 @@ class OperatorProcess:
         self.flags = list(flags)
         self.proc: subprocess.Popen[bytes] | None = None
         self._read_to = 0  # `said`: bytes of the log already searched
+        self._run_from = 0  # `said`: where the current run's log begins
         self._said: set[str] = set()
 
     def start(self) -> OperatorProcess:
@@ -45,6 +46,9 @@ class OperatorProcess:
         with self.log_path.open("ab") as out:
             out.write(f"\n$ {' '.join(cmd)}\n".encode())
             out.flush()
+            # A restarted process must say its marks again: the last run's line is not this one's.
+            self._run_from = self._read_to = out.tell()
+            self._said.clear()
             self.proc = subprocess.Popen(
                 cmd,
                 stdout=out,
@@ -73,15 +77,16 @@ class OperatorProcess:
         return "\n".join(text.splitlines()[-lines:])
 
     def said(self, text: str) -> bool:
-        """Whether the log (of any run so far) contains `text`. Reads only what was appended since
-        the last call: a DEBUG log of a large cluster grows by hundreds of lines a second, so a
-        start-up mark soon leaves any tail of it and re-reading it whole costs seconds."""
+        """Whether the log of the current run (since the last `start`) contains `text`. Reads only
+        what was appended since the last call: a DEBUG log of a large cluster grows by hundreds of
+        lines a second, so a start-up mark soon leaves any tail of it and re-reading it whole costs
+        seconds."""
         if text in self._said:
             return True
         if not self.log_path.exists():
             return False
         with self.log_path.open("rb") as f:
-            start = max(0, self._read_to - len(text.encode()))
+            start = max(self._run_from, self._read_to - len(text.encode()))
             f.seek(start)
             chunk = f.read()
         self._read_to = start + len(chunk)
