@@ -38,6 +38,7 @@ from operators.simulator.openb import (
     node_order,
     snapshot,
 )
+from operators.simulator.report import mean_std, replace_section
 from operators.traces import traces_dir
 
 if TYPE_CHECKING:
@@ -209,6 +210,7 @@ def run(
 
 
 RESULTS = Path("docs/quality/consolidation-results.jsonl")
+DOC = Path("docs/quality.md")
 
 
 def run_matrix(
@@ -240,42 +242,45 @@ def run_matrix(
 
 
 def table(path: Path, batch: int, warmup: float) -> str:
-    """Per trace, the mean over seeds of unallocated GPU % off and on, and what moved."""
+    """Per trace, over the seeds run both ways: unallocated GPU % off and on (mean ± std),
+    their difference, and what moved."""
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     out = [
         (
-            "| trace | seeds | unallocated % off | unallocated % on | difference | "
-            "failed pods off / on | moves | moved GPUs | lost |"
+            "| trace | seeds | unallocated % off | unallocated % on | off - on (pp) | "
+            "failed pods off / on | moves | moved GPUs | sessions off / on | lost |"
         ),
-        "|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for trace in TRACES:
         pair = {
-            on: [
-                r
+            on: {
+                r["seed"]: r
                 for r in rows
                 if r["trace"] == trace
                 and r["batch"] == batch
                 and r["warmup"] == warmup
                 and r["consolidate"] is on
-            ]
+            }
             for on in (False, True)
         }
-        seeds = sorted({r["seed"] for r in pair[False]} & {r["seed"] for r in pair[True]})
+        seeds = sorted(pair[False].keys() & pair[True].keys())
         if not seeds:
             continue
-        off = [r for r in pair[False] if r["seed"] in seeds]
-        on = [r for r in pair[True] if r["seed"] in seeds]
+        off = [pair[False][s] for s in seeds]
+        on = [pair[True][s] for s in seeds]
 
-        def mean(rs: list[dict[str, Any]], key: str) -> float:
-            return sum(float(r[key]) for r in rs) / len(rs)
+        def col(rs: list[dict[str, Any]], key: str) -> list[float]:
+            return [float(r[key]) for r in rs]
 
+        gain = [a - b for a, b in zip(col(off, "unallocated"), col(on, "unallocated"), strict=True)]
         out.append(
-            f"| {trace} | {len(seeds)} | {mean(off, 'unallocated'):.2f} | "
-            f"{mean(on, 'unallocated'):.2f} | "
-            f"{mean(off, 'unallocated') - mean(on, 'unallocated'):.2f} | "
-            f"{mean(off, 'failed'):.1f} / {mean(on, 'failed'):.1f} | {mean(on, 'moves'):.1f} | "
-            f"{mean(on, 'moved_gpus'):.1f} | {sum(int(r['lost']) for r in on)} |"
+            f"| {trace} | {len(seeds)} | {mean_std(col(off, 'unallocated'))} | "
+            f"{mean_std(col(on, 'unallocated'))} | {mean_std(gain)} | "
+            f"{mean_std(col(off, 'failed'))} / {mean_std(col(on, 'failed'))} | "
+            f"{mean_std(col(on, 'moves'))} | {mean_std(col(on, 'moved_gpus'))} | "
+            f"{mean_std(col(off, 'sessions'))} / {mean_std(col(on, 'sessions'))} | "
+            f"{sum(int(r['lost']) for r in on)} |"
         )
     return "\n".join(out)
 
@@ -289,10 +294,15 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--warmup", type=float, default=0.8, help="arrived share of capacity placed in one session"
     )
     parser.add_argument("--results", type=Path, default=RESULTS)
+    parser.add_argument(
+        "--doc", type=Path, default=DOC, help="the doc whose consolidation section gets the table"
+    )
     args = parser.parse_args(argv)
     args.results.parent.mkdir(parents=True, exist_ok=True)
     run_matrix(args.traces, args.seeds, args.batch, args.warmup, args.results)
-    sys.stdout.write(table(args.results, args.batch, args.warmup) + "\n")
+    body = table(args.results, args.batch, args.warmup)
+    replace_section(args.doc, "consolidation", body)
+    sys.stdout.write(body + "\n")
 
 
 if __name__ == "__main__":

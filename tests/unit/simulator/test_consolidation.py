@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
-from operators.simulator.consolidation import Arrivals, session_config
+from operators.simulator.consolidation import Arrivals, session_config, table
 from operators.simulator.openb import TraceNode, TracePod
 
 NODES = (TraceNode("n0", 32_000, 65_536, 2, "A"), TraceNode("n1", 32_000, 65_536, 2, "B"))
@@ -54,3 +57,24 @@ def test_pods_of_the_same_batch_are_not_yet_running_so_none_of_them_moves() -> N
     not running jobs yet and the core moves nothing (batches undercount consolidation)."""
     result = replay(consolidate=True, batch=3).result(CAPACITY)
     assert (result.failed, result.moves, result.unallocated) == (1, 0, 50.0)
+
+
+def _row(seed: int, on: bool, unallocated: float, moves: int) -> str:
+    row = {"trace": "default", "seed": seed, "consolidate": on, "batch": 10, "warmup": 0.8}
+    row |= {"unallocated": unallocated, "failed": 3, "moves": moves, "moved_gpus": float(moves)}
+    row |= {"lost": 0, "sessions": 5, "seconds": 1.0}
+    return json.dumps(row)
+
+
+def test_table_pairs_seeds_run_both_ways_and_reports_mean_and_spread(tmp_path: Path) -> None:
+    results = tmp_path / "results.jsonl"
+    lines = [_row(42, False, 5.0, 0), _row(42, True, 4.0, 2)]
+    lines += [_row(43, False, 7.0, 0), _row(43, True, 5.0, 4)]
+    lines += [_row(44, False, 9.0, 0)]  # only off: left out of both means
+    lines += [json.dumps({**json.loads(_row(45, True, 0.0, 9)), "batch": 1})]  # another protocol
+    results.write_text("\n".join(lines) + "\n")
+    rows = table(results, batch=10, warmup=0.8).splitlines()
+    assert len(rows) == 3
+    cells = [c.strip() for c in rows[2].strip("|").split("|")]
+    assert cells[:5] == ["default", "2", "6.00 ± 1.00", "4.50 ± 0.50", "1.50 ± 0.50"]
+    assert cells[6:8] == ["3.00 ± 1.00", "3.00 ± 1.00"]
