@@ -94,6 +94,7 @@ quality:  ## Placement quality vs published results (long: cached runs resume) -
 	$(BIN)/python -m operators.simulator.quality lingjun --compress 10
 	$(BIN)/python -m operators.simulator.quality philly
 	$(BIN)/python -m operators.simulator.quality report
+	$(BIN)/python -m operators.simulator.consolidation
 
 .PHONY: bench-core
 bench-core:  ## Scheduler-core session benchmark (no cluster)

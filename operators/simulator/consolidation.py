@@ -277,9 +277,9 @@ def table(path: Path, batch: int, warmup: float) -> str:
         out.append(
             f"| {trace} | {len(seeds)} | {mean_std(col(off, 'unallocated'))} | "
             f"{mean_std(col(on, 'unallocated'))} | {mean_std(gain)} | "
-            f"{mean_std(col(off, 'failed'))} / {mean_std(col(on, 'failed'))} | "
-            f"{mean_std(col(on, 'moves'))} | {mean_std(col(on, 'moved_gpus'))} | "
-            f"{mean_std(col(off, 'sessions'))} / {mean_std(col(on, 'sessions'))} | "
+            f"{mean_std(col(off, 'failed'), 0)} / {mean_std(col(on, 'failed'), 0)} | "
+            f"{mean_std(col(on, 'moves'), 1)} | {mean_std(col(on, 'moved_gpus'), 1)} | "
+            f"{mean_std(col(off, 'sessions'), 0)} / {mean_std(col(on, 'sessions'), 0)} | "
             f"{sum(int(r['lost']) for r in on)} |"
         )
     return "\n".join(out)

@@ -41,12 +41,12 @@ def replace_section(doc: Path, name: str, body: str) -> None:
     doc.write_text(text)
 
 
-def mean_std(values: Sequence[float]) -> str:
+def mean_std(values: Sequence[float], digits: int = 2) -> str:
     if not values:
         return "-"
     if len(values) == 1:
-        return f"{values[0]:.2f}"  # one seed: no spread to show
-    return f"{np.mean(values):.2f} ± {np.std(values):.2f}"
+        return f"{values[0]:.{digits}f}"  # one seed: no spread to show
+    return f"{np.mean(values):.{digits}f} ± {np.std(values):.{digits}f}"
 
 
 Row = dict[str, object]

@@ -77,4 +77,5 @@ def test_table_pairs_seeds_run_both_ways_and_reports_mean_and_spread(tmp_path: P
     assert len(rows) == 3
     cells = [c.strip() for c in rows[2].strip("|").split("|")]
     assert cells[:5] == ["default", "2", "6.00 ± 1.00", "4.50 ± 0.50", "1.50 ± 0.50"]
-    assert cells[6:8] == ["3.00 ± 1.00", "3.00 ± 1.00"]
+    assert cells[5:9] == ["3 ± 0 / 3 ± 0", "3.0 ± 1.0", "3.0 ± 1.0", "5 ± 0 / 5 ± 0"]
+    assert cells[9] == "0"
