@@ -224,6 +224,8 @@ def _phase_changes(ssn: Session, evictions: dict[str, tuple[list[str], EvictOp]]
             (bound if op.kind == Placement.BIND else nominated).update(
                 id(t.group) for t in op.tasks
             )
+    if not bound and not evictions:
+        return out  # a session that placed and evicted nothing changes no phase here
     for g in ssn.state.groups:
         bound_now = id(g) in bound
         if bound_now and g.gang_satisfied() and id(g) not in nominated:
@@ -244,6 +246,8 @@ def _fill_explanations(ssn: Session) -> None:
     state = ssn.state
     pending = GroupPhase.PENDING  # bound once: a class's enum member is slow to read (state.py)
     for g in state.groups:
+        if g.tasks and not g.pending_tasks():
+            continue  # nothing of it waits (most groups of a busy cluster): nothing to say
         if state.has_explanation(g.uid):
             continue
         if g.phase == pending and not g.tasks:
