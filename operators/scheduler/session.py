@@ -58,6 +58,10 @@ class SessionConfig:
     binpack_weight: float = 1.0
     topology_weight: float = 1.0
     fragmentation_weight: float = 1.0
+    # Share of a node's usable idle GPU that its free CPU cannot feed which the fragmentation
+    # score counts as fragment (0: the FGD paper's measure; plugins/fragmentation.py). Measured
+    # on the openb traces in docs/quality.md.
+    fragmentation_cpu_reach: float = 0.0
     # Grace period for victims when neither their group nor their queue sets one (seconds).
     default_preemption_delay: float = 0.0
     # A running gang below its minimum this long is evicted whole (stale gang; seconds;

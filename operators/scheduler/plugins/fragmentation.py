@@ -6,7 +6,11 @@ tasks, are the *typical pods*, each weighted by its frequency. On a node, idle G
 as fragment for a typical pod when the pod could not use it: all of it when the pod does not
 fit there at all (too few cards with enough free milli, too little CPU, or a node its
 predicates reject), otherwise the milli on cards with less free than the pod wants per card.
-A node's fragment is the frequency-weighted sum.
+Beyond the paper's measure, a share of the usable idle GPU that the node's free CPU cannot feed
+may count too (``SessionConfig.fragmentation_cpu_reach``): with ``c`` free cores a pod of ``p`` cores per ``d`` GPU milli
+reaches at most ``c / p * d`` milli, so a node whose cores run out before its cards is
+fragmented in proportion, and every core taken there costs - not only the core after which
+no typical pod fits. A node's fragment is the frequency-weighted sum.
 
 Score in [0, 1): ``sigmoid((fragment before - fragment after placing one replica) / 1000)``
 rounded down to whole percent, so a placement that leaves no more unusable GPU than before
@@ -56,12 +60,17 @@ class FragModel:
         cards: NDArray[np.float64],
         freq: NDArray[np.float64],
         access: NDArray[np.bool_],
+        cpu_reach: float = 0.0,
     ) -> None:
         self.cpu = cpu  # milli-CPU per pod
         self.milli = milli  # GPU milli per card: 1000 whole, 1..999 shared, 0 CPU-only
         self.cards = cards  # cards per pod
         self.freq = freq  # sums to 1
         self.access = access
+        self.cpu_reach = cpu_reach  # weight of the GPU beyond the CPU's reach (0: the paper's)
+        with np.errstate(divide="ignore"):
+            # GPU milli one core feeds, per typical pod; CPU-free pods are never CPU-bound.
+            self.per_core = np.where(cpu > 0, milli * cards / np.maximum(cpu, _EPS), np.inf)
 
     def amount(
         self, free: NDArray[np.float64], cpu: NDArray[np.float64], nodes: NDArray[np.int64]
@@ -77,10 +86,23 @@ class FragModel:
         fits &= cpu[None, :] >= self.cpu[:, None]
         fits &= self.access[:, nodes]
         small = np.where(usable, 0.0, free[None, :, :]).sum(axis=2)
+        if self.cpu_reach:
+            small += self.cpu_reach * self.beyond_cpu(total[None, :] - small, cpu)
         unusable = np.where(fits, small, total[None, :])
         # A CPU-only pod uses no idle GPU: all of it is fragment for it.
         unusable[self.milli == 0] = total
         return np.asarray(self.freq @ unusable, dtype=np.float64)
+
+    def beyond_cpu(
+        self, usable: NDArray[np.float64], cpu: NDArray[np.float64]
+    ) -> NDArray[np.float64]:
+        """(typical, rows): usable GPU milli beyond what ``cpu`` free milli-CPU feeds. Fractional
+        on purpose: a whole-pod count changes only at the core after which one pod fewer fits,
+        and tells nothing apart before it."""
+        with np.errstate(invalid="ignore"):
+            # 0 cores x a CPU-free pod's infinite reach is NaN: fmax reads it as not bound.
+            reach = np.maximum(cpu, 0.0)[None, :] * self.per_core[:, None]
+            return np.asarray(np.fmax(usable - reach, 0.0), dtype=np.float64)
 
 
 def decrease_after(
@@ -198,6 +220,7 @@ def typical_model(state: SessionState, ext: Extensions) -> FragModel:
             if chosen
             else np.zeros((0, n), dtype=np.bool_)
         ),
+        cpu_reach=state.config.fragmentation_cpu_reach,
     )
 
 

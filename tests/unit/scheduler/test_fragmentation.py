@@ -7,8 +7,11 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from operators.scheduler import SessionConfig, run_session
+from operators.scheduler.plugins.fragmentation import FragModel
 from operators.scheduler.snapshot import Node, Snapshot
 
 from .builders import binds, group, node, tasks
@@ -161,3 +164,71 @@ def test_the_idle_gpu_tie_break_never_outweighs_a_stranded_gpu() -> None:
         node("small", cpu=4, gpus=1), node("big", cpu=32, gpus=8), gpu_pods=3, gpu_pod_cpu=3
     )
     assert _node_of(snap, "cpu") == "big"
+
+
+def test_a_cpu_only_pod_keeps_off_a_node_whose_cores_would_run_out_before_its_cards() -> None:
+    # On "tight" two 3-core GPU pods fit (7 cores, 2 cards) and after the 2-core CPU pod one
+    # still fits, so the paper's measure ties and the idle-GPU tie-break picks "tight" (2 idle
+    # cards, not 4): its second card is then stranded. The CPU reach sees the lost core.
+    snap = _cpu_pod_first(
+        node("tight", cpu=7, gpus=2), node("roomy", cpu=24, gpus=4), gpu_pods=6, gpu_pod_cpu=3
+    )
+    placed = {
+        b.group: b.node
+        for b in binds(run_session(snap, SessionConfig(fragmentation_cpu_reach=0.5)))
+    }
+    assert placed["cpu"] == "roomy"
+    assert len(placed) == 7  # every GPU pod found a card and its cores
+
+
+def test_without_the_cpu_reach_the_cpu_only_pod_strands_a_card() -> None:
+    # The same cluster under the paper's measure (reach 0): what the reach is for.
+    snap = _cpu_pod_first(
+        node("tight", cpu=7, gpus=2), node("roomy", cpu=24, gpus=4), gpu_pods=6, gpu_pod_cpu=3
+    )
+    placed = {
+        b.group: b.node
+        for b in binds(run_session(snap, SessionConfig(fragmentation_cpu_reach=0.0)))
+    }
+    assert placed["cpu"] == "tight"
+    assert len(placed) == 6
+
+
+def _model(cpu_reach: float) -> FragModel:
+    """Typical pods: one card with 12 cores (half), half a card with 2 cores, CPU-only."""
+    return FragModel(
+        cpu=np.asarray([12_000.0, 2_000.0, 4_000.0]),
+        milli=np.asarray([1000.0, 500.0, 0.0]),
+        cards=np.asarray([1.0, 1.0, 1.0]),
+        freq=np.asarray([0.5, 0.25, 0.25]),
+        access=np.ones((3, 1), dtype=np.bool_),
+        cpu_reach=cpu_reach,
+    )
+
+
+def test_idle_gpu_beyond_the_cpu_reach_counts_by_its_weight() -> None:
+    cards = np.full((1, 8), 1000.0)  # 8 idle cards, 48 cores free
+    # Paper's measure: every typical GPU pod fits, only the CPU-only pod sees a fragment.
+    assert _model(0.0).amount(cards, np.asarray([48_000.0]), np.asarray([0]))[0] == 2000.0
+    # 48 cores feed 4 one-card pods: 4,000 milli beyond reach, half of it counted, weight 0.5;
+    # the half-card pods' 2 cores reach all 8 cards (24 pods' worth).
+    reach = _model(0.5).amount(cards, np.asarray([48_000.0]), np.asarray([0]))[0]
+    assert reach == 2000.0 + 0.5 * 0.5 * 4000.0
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    free=st.lists(st.integers(0, 1000), min_size=4, max_size=4),
+    cores=st.integers(0, 64_000),
+    taken=st.integers(0, 64_000),
+)
+def test_the_cpu_reach_only_adds_and_grows_as_cores_go(
+    free: list[int], cores: int, taken: int
+) -> None:
+    cards = np.asarray([free], dtype=np.float64)
+    row = np.asarray([0])
+    paper = _model(0.0).amount(cards, np.asarray([float(cores)]), row)[0]
+    reach = _model(0.5).amount(cards, np.asarray([float(cores)]), row)[0]
+    assert paper - 1e-9 <= reach <= float(cards.sum()) + 1e-9
+    fewer = _model(0.5).amount(cards, np.asarray([float(max(cores - taken, 0))]), row)[0]
+    assert fewer >= reach - 1e-9
