@@ -29,8 +29,8 @@ if TYPE_CHECKING:
     from operators.scheduler.statement import Statement
 
 _EPS = 1e-6
-# Below half a fragmentation score level (plugins/fragmentation.py rounds to 1/100), so the
-# fill of a node's network domain only orders nodes that score alike.
+# Below half a fragmentation score level (1/100 by default; SessionConfig.fragmentation_levels
+# stays at most 125), so the fill of a node's network domain only orders nodes that score alike.
 DOMAIN_FILL_TIEBREAK = 0.004
 
 

@@ -62,6 +62,9 @@ class SessionConfig:
     # score counts as fragment (0: the FGD paper's measure; plugins/fragmentation.py). Measured
     # on the openb traces in docs/quality.md.
     fragmentation_cpu_reach: float = 0.0
+    # The fragmentation score is rounded down to 1/levels, so near-equal nodes tie and the first
+    # in order wins; at most 125, so placement's domain fill (0.004) stays below half a level.
+    fragmentation_levels: int = 100
     # Grace period for victims when neither their group nor their queue sets one (seconds).
     default_preemption_delay: float = 0.0
     # A running gang below its minimum this long is evicted whole (stale gang; seconds;

@@ -32,6 +32,13 @@ REFERENCE = {
     "FGD": Policy.FGD,
 }
 ALL_POLICIES = (*REFERENCE, OURS)
+# Sluice with fragmentation knobs away from the defaults, run only when named (``--policies``):
+# the CPU reach measured in docs/quality.md part A, not the default yet (it costs multigpu50).
+# Name -> (fragmentation_cpu_reach, fragmentation_levels).
+SLUICE_VARIANTS: dict[str, tuple[float, int]] = {
+    "Sluice, CPU reach": (1.0, 20),
+    "Sluice, CPU reach 0.5": (0.5, 100),
+}
 LINGJUN_RESULTS = Path("docs/quality/lingjun-results.json")
 PHILLY_RESULTS = Path("docs/quality/philly-results.json")
 # Part C variants: the core's defaults, and the same with time-based fair share on the root
@@ -71,7 +78,17 @@ def run_matrix(traces: list[str], policies: list[str], seeds: list[int], path: P
                 if (trace, policy, seed) in done:
                     continue
                 started = time.perf_counter()
-                result = openb.run(nodes, workloads[trace], REFERENCE.get(policy), seed)
+                variant = SLUICE_VARIANTS.get(policy)
+                config = (
+                    dataclasses.replace(
+                        openb.session_config(None, seed, ()),
+                        fragmentation_cpu_reach=variant[0],
+                        fragmentation_levels=variant[1],
+                    )
+                    if variant is not None
+                    else None
+                )
+                result = openb.run(nodes, workloads[trace], REFERENCE.get(policy), seed, config)
                 row = {"trace": trace, "policy": policy, "seed": seed, **asdict(result)}
                 row["allocation"] = [round(v, 3) for v in result.allocation]
                 row["seconds"] = round(time.perf_counter() - started, 1)

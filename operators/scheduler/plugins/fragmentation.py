@@ -6,16 +6,18 @@ tasks, are the *typical pods*, each weighted by its frequency. On a node, idle G
 as fragment for a typical pod when the pod could not use it: all of it when the pod does not
 fit there at all (too few cards with enough free milli, too little CPU, or a node its
 predicates reject), otherwise the milli on cards with less free than the pod wants per card.
-Beyond the paper's measure, a share of the usable idle GPU that the node's free CPU cannot feed
-may count too (``SessionConfig.fragmentation_cpu_reach``): with ``c`` free cores a pod of ``p`` cores per ``d`` GPU milli
-reaches at most ``c / p * d`` milli, so a node whose cores run out before its cards is
-fragmented in proportion, and every core taken there costs - not only the core after which
-no typical pod fits. A node's fragment is the frequency-weighted sum.
+Beyond the paper's measure, a share of the usable idle GPU that the node's free CPU cannot
+feed may count too (``SessionConfig.fragmentation_cpu_reach``, off by default): with ``c`` free
+cores a pod of ``p`` cores per ``d`` GPU milli reaches at most ``c / p * d`` milli, so a node
+whose cores run out before its cards is fragmented in proportion, and every core taken there
+costs - not only the core after which no typical pod fits. A node's fragment is the
+frequency-weighted sum.
 
 Score in [0, 1): ``sigmoid((fragment before - fragment after placing one replica) / 1000)``
-rounded down to whole percent, so a placement that leaves no more unusable GPU than before
-scores 0.5 and one that uses up fragments scores higher. Tasks without GPUs score 0.5 everywhere unless their CPU decides
-whether a typical pod still fits; among equal scores they prefer the node with the least idle
+rounded down to whole percent (``SessionConfig.fragmentation_levels``), so a placement that
+leaves no more unusable GPU than before scores 0.5 and one that uses up fragments scores
+higher. Tasks without GPUs score 0.5 everywhere unless their CPU decides whether a typical
+pod still fits; among equal scores they prefer the node with the least idle
 GPU (:func:`gpu_idle_tiebreak`). Combined with the other scorers by weight
 (``SessionConfig.fragmentation_weight``).
 
@@ -39,12 +41,10 @@ if TYPE_CHECKING:
     from operators.scheduler.framework import Extensions
     from operators.scheduler.state import SessionState, TaskInfo
 
-# Scores are rounded down to whole percent, so nodes whose fragment changes alike tie and the
-# first node in order takes the pod: first-fit among equals keeps later nodes whole for large
-# pods. Measured on the openb trace (docs/quality.md): unrounded scores leave ~1.4 pp more
-# GPUs unallocated.
-LEVELS = 100
-TIEBREAK = 0.5 / LEVELS  # tie-breaks stay below one level: they only order equal scores
+# Scores are rounded down to whole percent by default (SessionConfig.fragmentation_levels), so
+# nodes whose fragment changes alike tie and the first node in order takes the pod: first-fit
+# among equals keeps later nodes whole for large pods. Measured on the openb trace
+# (docs/quality.md): unrounded scores leave ~1.4 pp more GPUs unallocated.
 COVERAGE = 0.95  # typical pods: the most frequent shapes covering this share of tasks
 MAX_TYPICAL = 48  # bound on typical shapes (scoring cost grows linearly with them)
 _EPS = 1e-6
@@ -163,9 +163,10 @@ class FragmentationScorer:
         )
         with np.errstate(over="ignore"):
             share = 1.0 / (1.0 + np.exp(-gain / GPU_MILLI_PER_CARD))
-        score = np.floor(share * LEVELS) / LEVELS
+        levels = state.config.fragmentation_levels
+        score = np.floor(share * levels) / levels
         if not (t.gpu_cards or t.gpu_milli):
-            score += gpu_idle_tiebreak(state.gpu_free[nodes])
+            score += gpu_idle_tiebreak(state.gpu_free[nodes], levels)
         return np.asarray(score, dtype=np.float64)
 
     def pick_cards(self, t: TaskInfo, node: int, count: int) -> tuple[tuple[int, ...], ...] | None:
@@ -174,8 +175,8 @@ class FragmentationScorer:
         return least_fragment_cards(self.model(), self.state, node, t, count)
 
 
-def gpu_idle_tiebreak(free: NDArray[np.float64]) -> NDArray[np.float64]:
-    """For a task without GPUs, below one score level: the less idle GPU on the node, the more.
+def gpu_idle_tiebreak(free: NDArray[np.float64], levels: int) -> NDArray[np.float64]:
+    """For a task without GPUs, below half a score level: the less idle GPU on the node, the more.
 
     Its CPU and memory can strand the node's idle GPU (GPU pods then find cards but no CPU),
     and the fragment measure sees that only once a typical pod stops fitting, so until then
@@ -184,7 +185,7 @@ def gpu_idle_tiebreak(free: NDArray[np.float64]) -> NDArray[np.float64]:
     """
     idle = np.maximum(free, 0.0).sum(axis=1)
     most = GPU_MILLI_PER_CARD * max(free.shape[1], 1)
-    return np.asarray(TIEBREAK * (1.0 - idle / most), dtype=np.float64)
+    return np.asarray(0.5 / levels * (1.0 - idle / most), dtype=np.float64)
 
 
 def typical_model(state: SessionState, ext: Extensions) -> FragModel:
