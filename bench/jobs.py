@@ -25,6 +25,7 @@ import tempfile
 import time
 from typing import Any
 
+from bench.admin import WriteLog
 from bench.bind import gather_bounded
 from bench.clusters import bench_cluster, bench_parser
 from bench.live import peak_rss_mib
@@ -73,6 +74,7 @@ class StatusWrites:
 
     def __init__(self, jobs: int) -> None:
         self.count = 0
+        self.status = WriteLog()  # status changes per job, timed: the coalescing figure
         self.completed: set[str] = set()
         self.all_completed = asyncio.Event()
         self._jobs = jobs
@@ -80,6 +82,7 @@ class StatusWrites:
 
     def see(self, obj: dict[str, Any]) -> None:
         meta = obj["metadata"]
+        self.status.see("VCJob", obj)
         versions = self._seen.setdefault(meta["name"], set())
         if meta["resourceVersion"] not in versions:
             if versions:  # the first one seen is the creation (or the listing)
@@ -144,8 +147,19 @@ async def stop(proc: Any) -> None:
         await proc.wait()
 
 
+STOPPED = "has failed"  # what kopf logs when its multitasker ends and every handler stops
+
+
+def stopped(proc: Any, log: pathlib.Path) -> str | None:
+    """Why the jobs operator stopped serving during the run, or None if it did not."""
+    if proc.returncode is not None:
+        return f"exited with {proc.returncode}"
+    text = log.read_text(errors="replace") if log.exists() else ""
+    return "kopf: " + STOPPED if STOPPED in text else None
+
+
 async def bench(
-    path: str, jobs: int, pods: int, logs: pathlib.Path, sides: list[Side]
+    path: str, jobs: int, pods: int, logs: pathlib.Path, sides: list[Side], wait_s: float
 ) -> list[dict[str, Any]]:
     """Every side gets the same jobs in its own namespace, served by its own jobs operator; one
     scheduler (this tree's) places them all."""
@@ -191,7 +205,7 @@ async def bench(
             await gather_bounded(32, posts)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(
-                    asyncio.gather(*(finished(i) for i in range(len(sides)))), 3600
+                    asyncio.gather(*(finished(i) for i in range(len(sides)))), wait_s
                 )
             await asyncio.sleep(5)  # trailing writes
             for side in sides:
@@ -202,6 +216,10 @@ async def bench(
             for watcher in watchers:
                 watcher.cancel()
             peaks = [peak_rss_mib(op.pid) for op in operators]
+            stops = [
+                stopped(op, logs / side.label / "jobs.log")
+                for op, side in zip(operators, sides, strict=True)
+            ]
             for op in operators:
                 await stop(op)
             await stop(scheduler)
@@ -210,8 +228,8 @@ async def bench(
                     await client.delete(f"/api/v1/namespaces/{side.namespace}")
     created_pods = size * jobs
     out = []
-    for side, w, (groups, events), peak, seconds in zip(
-        sides, writes, results, peaks, done_at, strict=True
+    for side, w, (groups, events), peak, seconds, stop_reason in zip(
+        sides, writes, results, peaks, done_at, stops, strict=True
     ):
         job_events = [e for e in events if (e.get("involvedObject") or {}).get("kind") == "VCJob"]
         total = created_pods + len(groups) + w.count + len(job_events)
@@ -224,6 +242,8 @@ async def bench(
                 "completed": len(w.completed),
                 "seconds": round(seconds, 1) if seconds is not None else None,
                 "peak_rss_mb": round(peak, 1),
+                "stopped": stop_reason,
+                "status_rate": w.status.summary().get("VCJob", {}),
                 "writes": {
                     "pods created": created_pods,
                     "PodGroups created": len(groups),
@@ -251,6 +271,13 @@ def report(results: list[dict[str, Any]], nodes: str, command: str) -> str:
         ]
         lines += [f"| {what} | {n:,} |" for what, n in result["writes"].items()]
         lines.append(f"| **per pod** | {result['writes_per_pod']} |")
+        rate = result["status_rate"]
+        lines.append(
+            f"status changes seen by the bench's watch: {rate.get('writes', 0):,} to "
+            f"{rate.get('objects', 0):,} jobs; most to one job: {rate.get('max_in_1s', 0)} in 1 s, "
+            f"{rate.get('max_in_10s', 0)} in 10 s; the jobs operator "
+            + (f"STOPPED ({result['stopped']})" if result["stopped"] else "served to the end")
+        )
     return "\n".join(lines)
 
 
@@ -259,6 +286,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=1_000)
     parser.add_argument("--pods", type=int, default=10_000)
     parser.add_argument("--keep", action="store_true", help="leave the started cluster running")
+    parser.add_argument(
+        "--timeout", type=float, default=3600, help="seconds to wait for every job to complete"
+    )
     parser.add_argument(
         "--baseline",
         metavar="DIR",
@@ -277,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
     ):
         for side in sides:
             (logs / side.label).mkdir(parents=True, exist_ok=True)
-        results = asyncio.run(bench(path, args.jobs, args.pods, logs, sides))
+        results = asyncio.run(bench(path, args.jobs, args.pods, logs, sides, args.timeout))
     command = "python -m bench.jobs " + " ".join(argv if argv is not None else sys.argv[1:])
     print()
     print(report(results, nodes, command.strip()))
