@@ -40,9 +40,18 @@ from operators.controllers.pod_watch import watch_pods
 from operators.jobs import pods as P
 from operators.jobs import presets
 from operators.jobs.observed import GroupObs, PodObs, group_obs, pod_obs
-from operators.jobs.reconcile import Event, Memory, Observed, Plan, reconcile
+from operators.jobs.reconcile import (
+    FINISHED_GROUP_PHASES,
+    Event,
+    Memory,
+    Observed,
+    Plan,
+    reconcile,
+)
 from operators.jobs.shape import JobShape, from_hybridjob, from_vcjob
+from operators.jobs.tables import TERMINAL
 from operators.runtime.events import EventRecorder
+from operators.runtime.informer import Informer, WatchedKind
 from operators.runtime.informer import Key as PodKey
 
 log = logging.getLogger(__name__)
@@ -60,7 +69,6 @@ RETRY_AFTER_ERROR: Final = 5.0
 FORGET_DELETES: Final = 300.0
 """Seconds after which a delete whose DELETED event never came (the pod was already gone) is
 forgotten."""
-FINISHED_GROUP: Final = frozenset({"Completed", "Failed"})
 WAITING_FOR_ADMISSION: Final = frozenset({None, JobPhase.PENDING, JobPhase.RESTARTING})
 
 Key = tuple[str, str, str]  # kind, namespace, name
@@ -117,6 +125,10 @@ def kept(body: Mapping[str, Any]) -> dict[str, Any]:
 def digest(status: Mapping[str, Any]) -> bytes:
     text = json.dumps(status, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.blake2b(text.encode(), digest_size=16).digest()
+
+
+def queue_name(body: Mapping[str, Any]) -> str:
+    return str((body.get("metadata") or {}).get("name"))
 
 
 def key_of(body: Mapping[str, Any]) -> Key:
@@ -202,6 +214,16 @@ class JobsController:
         if new is not None:
             self.pods.setdefault(new[0], {})[pod] = new[1]
             self.mark(new[0])
+
+    def on_queue(self, _: str, __: PodKey, new: str | None, old: str | None) -> None:
+        """A queue went away: the jobs that name it are checked again now (a missing queue is a
+        condition on the job; otherwise a running job would not notice until its spec changes)."""
+        if new is not None or old is None:
+            return
+        for key, state in self.jobs.items():
+            if (state.body.get("spec") or {}).get("queue") == old:
+                state.checked = (-1, 0.0)
+                self.mark(key)
 
     def on_group(self, event_type: str, body: Mapping[str, Any]) -> None:
         meta = body.get("metadata") or {}
@@ -364,7 +386,7 @@ class JobsController:
         seen = self.groups.get(gkey)
         if (
             seen is not None
-            and seen.phase in FINISHED_GROUP
+            and seen.phase in FINISHED_GROUP_PHASES
             and memory.phase in WAITING_FOR_ADMISSION
         ):
             # A finished group is out of scheduling; a restarted job asks for admission again.
@@ -372,6 +394,8 @@ class JobsController:
         known = self.group_specs.get(gkey)
         if known is None and state.group_created:
             return  # created; its first event has not arrived yet
+        if known is None and memory.phase in TERMINAL:
+            return  # released (Plan.release_group) or removed: a final job needs none
         error = await self.apply.ensure_podgroup(group, known, state.group_spec)
         state.group_spec = group["spec"]
         if error:
@@ -389,6 +413,8 @@ class JobsController:
             self.groups[gkey] = replace(seen or GroupObs(), phase="Pending")
         else:
             await self._drop_group(state, gkey)
+            # No event of the group will come: the next pass creates it anew.
+            self.mark(key_of(state.body))
 
     async def _drop_group(self, state: JobState, gkey: tuple[str, str]) -> None:
         await self.apply.delete_podgroup(*gkey)
@@ -415,7 +441,7 @@ class JobsController:
                 pod = P.pod_body(shape, task, index, plan.memory.version)
                 presets.decorate(shape, on, task, index, pod)
                 bodies.append(pod)
-            refused = await self.apply.create_pods(bodies)
+            refused = await self.apply.create_pods(bodies, lambda: self._wanted(key, state))
             if refused:
                 state.rejected["PodRejected"] = ("Valid", "; ".join(refused)[:2048])
                 self.timers[key] = time.monotonic() + RECHECK_PROBLEMS
@@ -432,8 +458,14 @@ class JobsController:
         if plan.requeue_after is not None:
             due = time.monotonic() + plan.requeue_after
             self.timers[key] = min(self.timers.get(key, due), due)
+        if plan.release_group:
+            await self._drop_group(state, (shape.namespace, P.group_name(shape)))
         if plan.delete_job:
             await self.apply.delete_job(*key, shape.uid)
+
+    def _wanted(self, key: Key, state: JobState) -> bool:
+        """Whether this job (not a deleted one, nor a new one of its name) still exists."""
+        return self.jobs.get(key) is state and not state.body["metadata"].get("deletionTimestamp")
 
     def _post(self, body: Mapping[str, Any], events: Sequence[Event]) -> None:
         meta = body.get("metadata") or {}
@@ -451,6 +483,13 @@ class JobsController:
 def register(registry: kopf.OperatorRegistry, ctx: OperatorContext) -> None:
     controller = JobsController(ctx)
     pods = watch_pods(registry, ctx, job_pod, controller.on_pod, JOB_PODS)
+    queues = Informer(
+        ctx.client,
+        WatchedKind(Queue.plural, Queue.api_path(), optional=True),
+        queue_name,
+        controller.on_queue,
+        watch_timeout_seconds=ctx.settings.watch_timeout_seconds,
+    )
 
     @kopf.on.event(
         PodGroup.group,
@@ -475,6 +514,8 @@ def register(registry: kopf.OperatorRegistry, ctx: OperatorContext) -> None:
         listed = [informer.synced for informer in pods]
         task = asyncio.create_task(controller.run(listed), name="jobs-reconciler")
         controller._tasks.add(task)
+        watch = asyncio.create_task(queues.run(), name="jobs-queues")
+        controller._tasks.add(watch)
 
     @kopf.on.cleanup(registry=registry)
     async def stop(**_: Any) -> None:

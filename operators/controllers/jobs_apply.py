@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final
 
 import aiohttp
@@ -153,14 +153,20 @@ class Applier:
                 if not (err.not_found or err.conflict):
                     raise
 
-    async def create_pods(self, bodies: Iterable[dict[str, Any]]) -> list[str]:
-        """Create pods; AlreadyExists is success. Returns the API server's refusals (bad input)."""
-        results = await asyncio.gather(*(self._create(b) for b in bodies))
+    async def create_pods(
+        self, bodies: Iterable[dict[str, Any]], wanted: Callable[[], bool] = lambda: True
+    ) -> list[str]:
+        """Create pods; AlreadyExists is success. Returns the API server's refusals (bad input).
+        `wanted` is asked before each create: a job deleted while its pods wait for a slot
+        (a 1,000-pod job takes a while) gets no more of them."""
+        results = await asyncio.gather(*(self._create(b, wanted) for b in bodies))
         return [r for r in results if r]
 
-    async def _create(self, body: dict[str, Any]) -> str:
+    async def _create(self, body: dict[str, Any], wanted: Callable[[], bool]) -> str:
         namespace = body["metadata"]["namespace"]
         async with self._pods:
+            if not wanted():
+                return ""
             try:
                 await self.client.post(f"/api/v1/namespaces/{namespace}/pods", body)
             except ApiError as err:

@@ -49,6 +49,9 @@ from operators.jobs.tables import Facts, Kill, TaskFacts
 from operators.jobs.translog import Log, TransitionRec
 
 ADMITTED_GROUP_PHASES: Final = frozenset({"Inqueue", "Running", "Unknown"})
+WAITING_GROUP_PHASES: Final = frozenset({"Pending", "Inqueue"})
+FINISHED_GROUP_PHASES: Final = frozenset({"Completed", "Failed"})
+"""Group phases in which enqueue admits, or has reserved quota for, pods yet to come."""
 SMALL_JOB: Final = MAX_REPLICA_ROWS
 """Up to this many pods, every replica transition is also posted as an Event (and every pod gets
 a status row); beyond, only the ones that need attention (failed, evicted, restarting)."""
@@ -210,6 +213,13 @@ class Plan:
     events: list[Event] = field(default_factory=list)
     requeue_after: float | None = None
     delete_job: bool = False
+    release_group: bool = False
+    """The job is final with nothing alive while its PodGroup is not finished and never will
+    be: it waits for or holds an admission (Pending, Inqueue: enqueue reserves quota for pods
+    that will not come), or no pod of the job is left for the podgroup operator to finish it
+    from (a job suspended or aborted while Running would count as running work in its queue
+    for ever, and keep a Closing queue from closing). The operator deletes the group, as
+    Volcano's does for a killed job; a resumed job gets a new one."""
 
 
 COUNTED_AS: Final[Mapping[R, str]] = MappingProxyType(
@@ -249,6 +259,9 @@ class _Step:
         self.restarting_tasks: set[str] = set()
         self.replica_notes: dict[str, tuple[R, str]] = {}
         self.delayed: dict[tuple[E, str, str], Delayed] = {d.key: d for d in memory.delayed}
+        self.readmitting = False
+        """The job restarted in this step: the operator sends its group back for admission
+        after the step, so the group phase observed before it admits nothing yet."""
         if memory.phase is None:
             self.changes.append((Lv.JOB, job.name, None, J.PENDING.value, "Created", ""))
             self.since = self.time
@@ -275,6 +288,7 @@ class _Step:
             return
         self.changes.append((Lv.JOB, self.job.name, self.phase.value, to.value, reason, message))
         self.phase, self.reason, self.message, self.since = to, reason, message, self.time
+        self.readmitting = self.readmitting or to == J.RESTARTING
 
     def kill_pods(self, pods: Iterable[PodObs]) -> None:
         for p in pods:
@@ -452,7 +466,9 @@ class _Step:
             for p in self.obs.pods
         )
         return Facts(
-            admitted=group is not None and group.phase in ADMITTED_GROUP_PHASES,
+            admitted=group is not None
+            and group.phase in ADMITTED_GROUP_PHASES
+            and not self.readmitting,
             min_reached=c["running"] + c["succeeded"] >= max(job.min_available, 1),
             min_success_reached=job.min_success is not None and c["succeeded"] >= job.min_success,
             all_finished=all_finished,
@@ -692,6 +708,17 @@ def _plan(
         else:
             requeue = min(requeue or due - now, due - now)
 
+    group = step.obs.group
+    release_group = (
+        step.phase in tables.TERMINAL
+        and group is not None
+        and (
+            group.phase in WAITING_GROUP_PHASES
+            or (group.phase not in FINISHED_GROUP_PHASES and not step.obs.pods)
+        )
+        and not any(p.alive for p in step.obs.pods)
+        and not step.kill
+    )
     status: dict[str, Any] = {
         "phase": step.phase.value,
         "reason": step.reason,
@@ -715,7 +742,6 @@ def _plan(
         ],
         "observedGeneration": job.generation,
     }
-    group = step.obs.group
     next_memory = replace(
         memory,
         phase=step.phase,
@@ -740,4 +766,5 @@ def _plan(
         events=step.events,
         requeue_after=requeue,
         delete_job=delete_job,
+        release_group=release_group,
     )

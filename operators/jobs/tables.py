@@ -122,7 +122,7 @@ class TaskFacts:
         finished = self.succeeded + self.failed
         if self.elastic:
             return finished >= self.min_available and self.running == 0
-        return self.replicas > 0 and finished >= self.replicas
+        return finished >= self.replicas  # a task scaled to 0 replicas waits for nothing
 
     @property
     def completed(self) -> bool:

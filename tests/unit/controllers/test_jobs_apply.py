@@ -11,7 +11,7 @@ from operators.api import labels as L
 from operators.api.batch import HybridJob, VCJob
 from operators.api.scheduling import PodGroup
 from operators.controllers.jobs_apply import Applier, min_resources, podgroup_body, spec_patch
-from operators.jobs.shape import JobShape, from_hybridjob
+from operators.jobs.shape import JobShape, from_hybridjob, from_vcjob
 from operators.runtime import records as R
 from operators.runtime.client import ApiError, KubeClient
 from operators.scheduler.actions.stale import grace_of
@@ -174,3 +174,32 @@ async def test_the_applier_patches_only_what_the_job_changed() -> None:
     client.calls.clear()
     assert await applier.ensure_podgroup(wanted, wanted["spec"], wanted["spec"]) == ""
     assert client.calls == []
+
+
+def test_minimums_edited_on_a_running_job_reach_its_podgroup() -> None:
+    def job(min_available: int, worker_min: int) -> JobShape:
+        body = {
+            "apiVersion": "batch.sluice.dev/v1alpha1",
+            "kind": "VCJob",
+            "metadata": {"name": "j", "namespace": "ns", "uid": "u"},
+            "spec": {
+                "minAvailable": min_available,
+                "tasks": [
+                    {"name": "ps", "replicas": 1, "template": {"spec": {"containers": []}}},
+                    {
+                        "name": "worker",
+                        "replicas": 4,
+                        "minAvailable": worker_min,
+                        "template": {"spec": {"containers": []}},
+                    },
+                ],
+            },
+        }
+        return from_vcjob(VCJob.model_validate(body))
+
+    before = podgroup_body(job(3, 2), {}, {})["spec"]
+    after = podgroup_body(job(4, 3), {}, {})["spec"]
+    patch = spec_patch(before, after, before)
+    assert patch["minMember"] == 4
+    assert patch["minTaskMember"] == {"ps": 1, "worker": 3}
+    assert spec_patch(after, after, after) == {}

@@ -81,6 +81,12 @@ class Sim:
                 phase="Pending",
                 created=self.now,
             )
+        # What the operator does with the group after a step (controllers/jobs.py): a restarted
+        # job's group goes back for admission, a released one is deleted.
+        if any(t.level.value == "Job" and t.to == "Restarting" for t in plan.transitions):
+            self.group = replace(self.group, phase="Pending") if self.group else None
+        if plan.release_group:
+            self.group = None
         self.plans.append(plan)
         return plan
 

@@ -108,7 +108,10 @@ def test_restart_task_on_exit_code_then_failed_after_max_retry() -> None:
         plan = sim.step()
         assert plan.memory.retry_count == attempt
         assert any(e.reason == "RestartTask" for e in plan.events)
-        sim.step()  # the task's pods are gone: Restarting -> Pending -> Inqueue, pods again
+        sim.step()  # the task's pods are gone: Restarting -> Pending, admitted anew
+        assert sim.phase == J.PENDING
+        assert not sim.pods
+        sim.admit()
         assert sorted(sim.pods) == ["j-w-0", "j-w-1"]
     sim.run_all()
     sim.step()
@@ -155,7 +158,10 @@ def test_restart_job_bumps_version_and_recreates_every_pod() -> None:
     assert plan.memory.version == 1
     assert len(plan.delete) == 5
     sim.step()
+    assert sim.phase == J.PENDING
+    sim.admit()
     assert sim.phase == J.INQUEUE
+    assert len(sim.pods) == 5
     assert all(p.version == 1 for p in sim.pods.values())
 
 
@@ -213,26 +219,169 @@ def test_dependency_cycle_is_a_condition_not_a_crash() -> None:
     assert any(e.type == "Warning" and e.reason == "DependencyCycle" for e in plan.events)
 
 
+def with_spec(sim: Sim, **changes: object) -> None:
+    """The job as edited with kubectl (the fields the API lets change)."""
+    sim.job = sim.job.__class__(
+        **{**{f: getattr(sim.job, f) for f in sim.job.__slots__}, **changes}
+    )
+
+
 def test_suspend_and_resume() -> None:
     sim = two_tasks()
     sim.admit()
     sim.run_all()
+    sim.group = GroupObs(phase="Running")
     sim.step()
-    sim.job = sim.job.__class__(
-        **{**{f: getattr(sim.job, f) for f in sim.job.__slots__}, "suspend": True}
-    )
+    with_spec(sim, suspend=True)
     plan = sim.step()
     assert len(plan.delete) == 5
-    sim.step()
+    plan = sim.step()
     assert sim.phase == J.ABORTED
+    # No pod left to finish its Running group from: it would count as running work for ever.
+    assert plan.release_group
     suspended = next(c for c in sim.plans[-1].status["conditions"] if c["type"] == "Suspended")
     assert suspended["status"] == "True"
-    sim.job = sim.job.__class__(
-        **{**{f: getattr(sim.job, f) for f in sim.job.__slots__}, "suspend": False}
-    )
-    sim.step()
-    assert sim.phase in (J.INQUEUE, J.PENDING)
+    with_spec(sim, suspend=False)
+    plan = sim.step()
+    assert sim.phase == J.PENDING
+    assert plan.create == []  # not before the group is admitted again
+    sim.admit()
+    assert sim.phase == J.INQUEUE
     assert len(sim.pods) == 5
+
+
+def test_suspended_while_inqueue_gives_back_its_admission_and_resumes_through_a_new_one() -> None:
+    sim = two_tasks()
+    sim.admit()  # quota reserved, pods created, none bound yet
+    with_spec(sim, suspend=True)
+    plan = sim.step()
+    assert len(plan.delete) == 5
+    assert not plan.release_group  # pods still being deleted
+    plan = sim.step()
+    assert sim.phase == J.ABORTED
+    assert plan.release_group  # an Inqueue group of a suspended job would hold its quota
+    assert sim.group is None
+    plan = sim.step()
+    assert not plan.release_group
+    assert plan.create == []
+    with_spec(sim, suspend=False)
+    plan = sim.step()
+    assert sim.phase == J.PENDING
+    assert plan.create == []
+    sim.group = GroupObs(phase="Pending")  # the operator creates the group again
+    sim.step()
+    assert sim.phase == J.PENDING
+    assert not sim.pods
+    sim.admit()
+    assert sim.phase == J.INQUEUE
+    assert len(sim.pods) == 5
+    assert sim.job_path() == [
+        "Pending",
+        "Inqueue",
+        "Aborting",
+        "Aborted",
+        "Restarting",
+        "Pending",
+        "Inqueue",
+    ]
+
+
+def test_a_finished_job_keeps_a_group_its_pods_finish() -> None:
+    sim = two_tasks()
+    sim.admit()
+    sim.run_all()
+    sim.group = GroupObs(phase="Running")
+    sim.step()
+    for name in sim.pods:
+        sim.set(name, "Succeeded")
+    plan = sim.step()
+    assert sim.phase == J.COMPLETED
+    assert not plan.release_group  # the podgroup operator writes Completed from the pods
+    sim.set("j-ps-0", "Failed")
+    sim.pods.pop("j-ps-1")
+    with_spec(sim, suspend=True)
+    assert not sim.step().release_group
+
+
+def test_suspended_before_admission_releases_its_waiting_group() -> None:
+    sim = two_tasks()
+    sim.group = GroupObs(phase="Pending")
+    sim.step()
+    with_spec(sim, suspend=True)
+    plan = sim.step()
+    assert sim.phase == J.ABORTED
+    assert plan.release_group
+
+
+def test_resume_creates_no_pod_from_the_admission_seen_before_the_restart() -> None:
+    sim = two_tasks()
+    with_spec(sim, suspend=True)
+    sim.step()
+    assert sim.phase == J.ABORTED
+    sim.group = GroupObs(phase="Inqueue")  # an old group, or its deletion not seen yet
+    with_spec(sim, suspend=False)
+    plan = sim.step()
+    assert plan.create == []
+    assert sim.phase == J.PENDING
+
+
+def tasks(ps: int, workers: int, worker_min: int) -> list[dict[str, object]]:
+    return [
+        {"name": "ps", "replicas": ps, "template": template()},
+        {"name": "worker", "replicas": workers, "minAvailable": worker_min, "template": template()},
+    ]
+
+
+def test_replicas_and_min_available_edited_while_running() -> None:
+    sim = Sim(vcjob(tasks=tasks(2, 3, 2)))
+    sim.admit()
+    sim.run_all()
+    sim.step()
+    assert sim.phase == J.RUNNING
+    sim.job = vcjob(tasks=tasks(2, 1, 1), minAvailable=3)  # kubectl edit
+    plan = sim.step()
+    assert sorted(p.name for p in plan.delete) == ["j-worker-1", "j-worker-2"]  # highest first
+    assert plan.status["minAvailable"] == 3
+    assert sim.phase == J.RUNNING
+    assert sim.memory.retry_count == 0  # a scale-down is no failure
+    sim.job = vcjob(tasks=tasks(2, 4, 1), minAvailable=3)
+    plan = sim.step()
+    assert sorted(index for _, index in plan.create) == [1, 2, 3]
+    assert sim.step().create == []
+
+
+def test_a_task_scaled_to_zero_while_running_lets_the_job_complete() -> None:
+    sim = Sim(vcjob(tasks=tasks(2, 3, 2)))
+    sim.admit()
+    sim.run_all()
+    sim.step()
+    sim.job = vcjob(tasks=tasks(2, 0, 0))
+    sim.step()
+    assert sorted(sim.pods) == ["j-ps-0", "j-ps-1"]
+    for name in sim.pods:
+        sim.set(name, "Succeeded")
+    sim.step()
+    assert sim.phase == J.COMPLETED
+
+
+def test_an_elastic_maximum_lowered_while_running_drops_the_highest_indexes() -> None:
+    def spec(max_workers: int) -> dict[str, object]:
+        return {
+            "PS": {"minReplicas": 1, "maxReplicas": 2, "template": template()},
+            "Worker": {"minReplicas": 2, "maxReplicas": max_workers, "template": template()},
+        }
+
+    sim = Sim(hybridjob(replicaSpecs=spec(6)))
+    sim.admit()
+    sim.run_all()
+    sim.step()
+    sim.job = hybridjob(replicaSpecs=spec(3))
+    plan = sim.step()
+    assert sorted(p.name for p in plan.delete) == ["h-worker-3", "h-worker-4", "h-worker-5"]
+    assert plan.status["maxReplicas"] == 5
+    assert sim.phase == J.RUNNING
+    assert sim.memory.retry_count == 0
+    assert not [t for t in plan.transitions if t.to == "Failed"]
 
 
 def test_ttl_deletes_the_job_after_it_finished() -> None:

@@ -15,7 +15,7 @@ from operators.scheduler.snapshot import (
     TaskStatus,
 )
 
-from .builders import evictions, group, node, nominations, pools, sessions, tasks
+from .builders import binds, evictions, group, node, nominations, pools, sessions, tasks
 from .invariants import check_session
 
 
@@ -48,6 +48,22 @@ def test_a_group_naming_a_missing_queue_adds_no_demand_to_any_queue() -> None:
     assert {e.group for e in evictions(stray)} == {"hog"}
     assert "want" in {n.group for n in nominations(stray)}
     assert stray.explanations["stray"].code == ReasonCode.QUEUE_MISSING
+
+
+def test_running_work_of_a_deleted_queue_keeps_running_and_gets_nothing_more() -> None:
+    """A queue deleted under a running job: its bound pods stay (nothing evicts them for it),
+    charged to no queue; a pod of it still waiting is not placed."""
+    snap = Snapshot(
+        now=0.0,
+        nodes=(node("n0", cpu=4), node("n1", cpu=4)),
+        queues=(Queue("a"),),
+        groups=(group("orphan", queue="gone", phase=GroupPhase.RUNNING, min_member=2),),
+        tasks=(*tasks("orphan", 2, cpu=1, on=["n0"]), *tasks("orphan", 1, cpu=1, start=2)),
+    )
+    result = run_session(snap)
+    assert evictions(result) == []
+    assert binds(result) == []
+    assert result.queues["a"].allocated == result.queues["default"].allocated == {}
 
 
 def _department(guarantee: int) -> Snapshot:

@@ -1,0 +1,220 @@
+"""The jobs operator's API calls over a job's life (operators/controllers/jobs.py), against an
+in-memory stand-in for the few API calls it makes: suspend while Inqueue gives the admission
+back, resume goes through a new one, a job deleted while its pods are created gets no more, a
+queue deleted under a running job is shown on it."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from types import SimpleNamespace
+from typing import Any, cast
+
+from operators.api.scheduling import PodGroup, Queue
+from operators.controllers.jobs import JobsController, job_pod
+from operators.controllers.jobs_apply import Applier, job_path
+from operators.runtime.client import ApiError, KubeClient
+
+KEY = ("VCJob", "ns", "j")
+GROUP = PodGroup.api_path("ns", "j")
+PODS = "/api/v1/namespaces/ns/pods"
+
+
+class Api:
+    """Objects by path; the calls the operator made (Events left out)."""
+
+    def __init__(self) -> None:
+        self.objects: dict[str, dict[str, Any]] = {}
+        self.calls: list[tuple[str, str]] = []
+        self.patched: dict[str, dict[str, Any]] = {}  # path -> the last merge patch
+        self.gate: asyncio.Event | None = None  # when set up, pod creates wait for it
+        self.waiting = 0
+        self.two_waiting = asyncio.Event()
+
+    async def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        if path.endswith("/events"):
+            return body
+        if path == PODS and self.gate is not None:
+            self.waiting += 1
+            if self.waiting >= 2:
+                self.two_waiting.set()
+            await self.gate.wait()
+        self.calls.append(("POST", path))
+        name = f"{path}/{body['metadata']['name']}"
+        if name in self.objects:
+            raise ApiError(409, {"reason": "AlreadyExists"}, "POST", path)
+        self.objects[name] = copy.deepcopy(body)
+        return body
+
+    async def merge_patch(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        self.calls.append(("PATCH", path))
+        if path.removesuffix("/status") not in self.objects:
+            raise ApiError(404, {"reason": "NotFound"}, "PATCH", path)
+        self.patched[path] = body
+        return body
+
+    async def delete(self, path: str, body: Any = None) -> dict[str, Any]:
+        self.calls.append(("DELETE", path))
+        if self.objects.pop(path, None) is None:
+            raise ApiError(404, {"reason": "NotFound"}, "DELETE", path)
+        return {}
+
+    async def get(self, path: str) -> dict[str, Any]:
+        if path not in self.objects:
+            raise ApiError(404, {"reason": "NotFound"}, "GET", path)
+        return self.objects[path]
+
+    def pods(self) -> list[dict[str, Any]]:
+        return [o for p, o in self.objects.items() if p.startswith(PODS + "/")]
+
+    def take_calls(self) -> list[tuple[str, str]]:
+        calls, self.calls = self.calls, []
+        return calls
+
+
+def vcjob(generation: int, replicas: int = 3, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "batch.sluice.dev/v1alpha1",
+        "kind": "VCJob",
+        "metadata": {"name": "j", "namespace": "ns", "uid": "u1", "generation": generation},
+        "spec": {
+            "tasks": [
+                {"name": "w", "replicas": replicas, "template": {"spec": {"containers": []}}}
+            ],
+            **spec,
+        },
+    }
+
+
+class Operator:
+    """The controller with its watches fed from the stand-in API by hand."""
+
+    def __init__(self, api: Api) -> None:
+        self.api = api
+        ctx: Any = SimpleNamespace(client=api)
+        self.c = JobsController(ctx)
+
+    def job(self, body: dict[str, Any]) -> None:
+        self.api.objects[job_path("VCJob", "ns", "j")] = body
+        self.c.on_job("MODIFIED", body)
+
+    def group(self, phase: str) -> None:
+        body = {**copy.deepcopy(self.api.objects[GROUP]), "status": {"phase": phase}}
+        self.c.on_group("MODIFIED", body)
+
+    def group_deleted(self, body: dict[str, Any]) -> None:
+        self.c.on_group("DELETED", body)
+
+    def pods_seen(self) -> None:
+        """The informer's view catches up with the API: new pods Pending, deleted ones gone."""
+        known = {pod.name: pod for pod in self.c._pods_of(KEY)}
+        for body in self.api.pods():
+            name = body["metadata"]["name"]
+            if name not in known:
+                body = {
+                    **body,
+                    "metadata": {**body["metadata"], "uid": f"uid-{name}"},
+                    "status": {"phase": "Pending"},
+                }
+                self.c.on_pod("ADDED", ("ns", name), job_pod(body), None)
+        present = {b["metadata"]["name"] for b in self.api.pods()}
+        for name, pod in known.items():
+            if name not in present:
+                self.c.on_pod("DELETED", ("ns", name), None, (KEY, pod))
+
+    async def step(self) -> None:
+        self.c.dirty.discard(KEY)
+        await self.c.reconcile(KEY)
+
+    def phase(self) -> str:
+        return str(self.c.jobs[KEY].memory.phase)
+
+
+async def test_suspended_while_inqueue_the_group_goes_and_resume_waits_for_a_new_admission() -> (
+    None
+):
+    api = Api()
+    op = Operator(api)
+    op.job(vcjob(1))
+    await op.step()
+    assert ("POST", PodGroup.api_path("ns")) in api.take_calls()
+    op.group("Inqueue")  # admitted: quota reserved for the gang
+    await op.step()
+    assert len(api.pods()) == 3
+    op.pods_seen()
+    api.take_calls()
+
+    op.job(vcjob(2, suspend=True))
+    await op.step()  # Aborting: the pods are deleted
+    assert sum(1 for verb, _ in api.take_calls() if verb == "DELETE") == 3
+    op.pods_seen()
+    group = api.objects[GROUP]
+    await op.step()  # Aborted, nothing alive: the Inqueue group would hold its quota
+    assert op.phase() == "Aborted"
+    assert ("DELETE", GROUP) in api.take_calls()
+    op.group_deleted(group)
+    assert KEY in op.c.dirty
+    await op.step()
+    assert GROUP not in api.objects  # a suspended job gets no new group
+    assert api.take_calls() == []
+
+    op.job(vcjob(3, suspend=False))
+    await op.step()  # Restarting -> Pending; its group is asked for again
+    assert op.phase() == "Pending"
+    assert api.pods() == []
+    assert KEY in op.c.dirty
+    await op.step()
+    assert GROUP in api.objects
+    assert api.pods() == []  # not before the new group is admitted
+    op.group("Pending")
+    await op.step()
+    assert api.pods() == []
+    op.group("Inqueue")
+    await op.step()
+    assert op.phase() == "Inqueue"
+    assert len(api.pods()) == 3
+
+
+async def test_a_job_deleted_while_its_pods_are_created_gets_no_more_of_them() -> None:
+    api = Api()
+    op = Operator(api)
+    op.c.apply = Applier(cast(KubeClient, api), 2)  # two creates in flight at a time
+    op.job(vcjob(1, replicas=10))
+    await op.step()
+    op.group("Inqueue")
+    api.gate = asyncio.Event()
+    step = asyncio.create_task(op.step())
+    await asyncio.wait_for(api.two_waiting.wait(), 5)
+    op.c.on_job("DELETED", api.objects.pop(job_path("VCJob", "ns", "j")))
+    api.gate.set()
+    await step
+    assert len(api.pods()) == 2  # the two already sent; owner references remove those
+
+
+async def test_a_queue_deleted_under_a_running_job_is_a_condition_on_that_job() -> None:
+    api = Api()
+    queue = Queue.api_path(name="team")
+    api.objects[queue] = {"metadata": {"name": "team"}}
+    op = Operator(api)
+    op.job(vcjob(1, queue="team"))
+    await op.step()
+    op.group("Running")
+    await op.step()
+    status = job_path("VCJob", "ns", "j") + "/status"
+
+    def valid() -> dict[str, Any]:
+        conditions = api.patched[status]["status"]["conditions"]
+        return next(c for c in conditions if c["type"] == "Valid")
+
+    assert valid()["status"] == "True"
+    del api.objects[queue]
+    op.c.on_queue("DELETED", ("", "other"), None, "other")
+    assert KEY not in op.c.dirty
+    op.c.on_queue("DELETED", ("", "team"), None, "team")
+    assert KEY in op.c.dirty
+    await op.step()
+    assert (valid()["status"], valid()["reason"]) == ("False", "QueueNotFound")
+    api.objects[queue] = {"metadata": {"name": "team"}}  # back: found at the next look
+    op.c.jobs[KEY].checked = (1, 0.0)
+    await op.step()
+    assert valid()["status"] == "True"
