@@ -69,6 +69,9 @@ RETRY_AFTER_ERROR: Final = 5.0
 FORGET_DELETES: Final = 300.0
 """Seconds after which a delete whose DELETED event never came (the pod was already gone) is
 forgotten."""
+FORGET_CREATES: Final = 60.0
+"""Seconds after which a create the watch never showed (the pod went before we saw it) is
+forgotten: the next step creates it again if it is missing (AlreadyExists if not)."""
 WAITING_FOR_ADMISSION: Final = frozenset({None, JobPhase.PENDING, JobPhase.RESTARTING})
 
 Key = tuple[str, str, str]  # kind, namespace, name
@@ -94,6 +97,9 @@ class JobState:
     gone: list[PodObs] = field(default_factory=list)
     deleting: dict[str, float] = field(default_factory=dict)
     """uids of pods we deleted -> when; until their DELETED event arrives (or it is long ago)."""
+    creating: dict[str, float] = field(default_factory=dict)
+    """Names of pods we created -> when; until the watch shows them (or it is long ago): the
+    expectations that keep a lagging watch from causing a second create."""
     problems: dict[str, tuple[str, str]] = field(default_factory=dict)
     checked: tuple[int, float] = (-1, 0.0)  # (generation, time) of the last bad-input check
     rejected: dict[str, tuple[str, str]] = field(default_factory=dict)
@@ -213,6 +219,9 @@ class JobsController:
             self.mark(old[0])
         if new is not None:
             self.pods.setdefault(new[0], {})[pod] = new[1]
+            state = self.jobs.get(new[0])
+            if state is not None:
+                state.creating.pop(new[1].name, None)
             self.mark(new[0])
 
     def on_queue(self, _: str, __: PodKey, new: str | None, old: str | None) -> None:
@@ -367,11 +376,15 @@ class JobsController:
         for uid, at in list(state.deleting.items()):
             if now - at > FORGET_DELETES:
                 del state.deleting[uid]
+        for name, at in list(state.creating.items()):
+            if now - at > FORGET_CREATES:
+                del state.creating[name]
         obs = Observed(
             pods=tuple(self._pods_of(key)),
             gone=tuple(gone),
             group=self.groups.get(gkey),
             deleting=frozenset(state.deleting),
+            creating=frozenset(state.creating),
             problems={**state.problems, **state.rejected},
             hooks=bool((body.get("spec") or {}).get("hooks")),
         )
@@ -441,7 +454,11 @@ class JobsController:
                 pod = P.pod_body(shape, task, index, plan.memory.version)
                 presets.decorate(shape, on, task, index, pod)
                 bodies.append(pod)
-            refused = await self.apply.create_pods(bodies, lambda: self._wanted(key, state))
+            created, refused = await self.apply.create_pods(
+                bodies, lambda: self._wanted(key, state)
+            )
+            now = time.monotonic()
+            state.creating.update(dict.fromkeys(created, now))
             if refused:
                 state.rejected["PodRejected"] = ("Valid", "; ".join(refused)[:2048])
                 self.timers[key] = time.monotonic() + RECHECK_PROBLEMS

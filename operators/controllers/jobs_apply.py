@@ -155,27 +155,29 @@ class Applier:
 
     async def create_pods(
         self, bodies: Iterable[dict[str, Any]], wanted: Callable[[], bool] = lambda: True
-    ) -> list[str]:
-        """Create pods; AlreadyExists is success. Returns the API server's refusals (bad input).
-        `wanted` is asked before each create: a job deleted while its pods wait for a slot
-        (a 1,000-pod job takes a while) gets no more of them."""
+    ) -> tuple[list[str], list[str]]:
+        """Create pods; AlreadyExists is success. Returns the names of the pods that exist now
+        and the API server's refusals (bad input). `wanted` is asked before each create: a job
+        deleted while its pods wait for a slot (a 1,000-pod job takes a while) gets no more."""
         results = await asyncio.gather(*(self._create(b, wanted) for b in bodies))
-        return [r for r in results if r]
+        created = [name for name, refused in results if name and not refused]
+        return created, [refused for _, refused in results if refused]
 
-    async def _create(self, body: dict[str, Any], wanted: Callable[[], bool]) -> str:
-        namespace = body["metadata"]["namespace"]
+    async def _create(self, body: dict[str, Any], wanted: Callable[[], bool]) -> tuple[str, str]:
+        """(name if the pod exists now, refusal text)."""
+        meta = body["metadata"]
         async with self._pods:
             if not wanted():
-                return ""
+                return "", ""
             try:
-                await self.client.post(f"/api/v1/namespaces/{namespace}/pods", body)
+                await self.client.post(f"/api/v1/namespaces/{meta['namespace']}/pods", body)
             except ApiError as err:
                 if err.status == 409:
-                    return ""
+                    return meta["name"], ""
                 if err.status in (400, 403, 404, 422):
-                    return f"pod {body['metadata']['name']}: {_message(err)}"
+                    return "", f"pod {meta['name']}: {_message(err)}"
                 raise
-        return ""
+        return meta["name"], ""
 
     # -- job ----------------------------------------------------------------------------------
 

@@ -189,6 +189,9 @@ class Observed:
     known state): evictions, preemptions, manual deletes."""
     group: GroupObs | None = None
     deleting: frozenset[str] = frozenset()
+    creating: frozenset[str] = frozenset()
+    """Names of pods the operator created whose creation the watch has not shown yet (its
+    expectations): not created again while the watch lags."""
     """uids of pods the operator deleted whose deletion the watch has not shown yet."""
     problems: Mapping[str, tuple[str, str]] = field(default_factory=lambda: _EMPTY)
     """Bad input the operator found (reason -> (condition type, message)): missing queue,
@@ -505,7 +508,7 @@ class _Step:
         if self.phase not in tables.CREATING:
             return []
         phases = self.task_phases()
-        taken = {p.name for p in self.obs.pods}
+        taken = {p.name for p in self.obs.pods} | self.obs.creating
         create: list[tuple[TaskShape, int]] = []
         for task in self.job.tasks:
             for p in self.present(task.name):

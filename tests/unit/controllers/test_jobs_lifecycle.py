@@ -1,7 +1,7 @@
 """The jobs operator's API calls over a job's life (operators/controllers/jobs.py), against an
 in-memory stand-in for the few API calls it makes: suspend while Inqueue gives the admission
 back, resume goes through a new one, a job deleted while its pods are created gets no more, a
-queue deleted under a running job is shown on it."""
+queue deleted under a running job is shown on it, a lagging pod watch causes no second create."""
 
 from __future__ import annotations
 
@@ -218,3 +218,22 @@ async def test_a_queue_deleted_under_a_running_job_is_a_condition_on_that_job() 
     op.c.jobs[KEY].checked = (1, 0.0)
     await op.step()
     assert valid()["status"] == "True"
+
+
+async def test_a_pod_watch_that_lags_behind_the_creates_causes_no_second_create() -> None:
+    api = Api()
+    op = Operator(api)
+    op.job(vcjob(1))
+    await op.step()
+    op.group("Inqueue")
+    await op.step()
+    assert sum(1 for verb, path in api.take_calls() if (verb, path) == ("POST", PODS)) == 3
+    await op.step()  # the watch has shown none of them yet
+    assert ("POST", PODS) not in api.take_calls()
+    op.pods_seen()
+    assert op.c.jobs[KEY].creating == {}
+    api.objects.pop(PODS + "/j-w-1")  # deleted by someone else, seen by the watch
+    op.pods_seen()
+    await op.step()
+    assert ("POST", PODS) in api.take_calls()
+    assert PODS + "/j-w-1" in api.objects

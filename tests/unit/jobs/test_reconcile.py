@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from operators.api.batch import JobPhase as J
 from operators.jobs.observed import GroupObs
-from operators.jobs.reconcile import Memory
+from operators.jobs.reconcile import Memory, Observed, reconcile
 from operators.jobs.translog import WINDOW
 
-from .sim import Sim, hybridjob, template, vcjob
+from .sim import T0, Sim, hybridjob, template, vcjob
 
 
 def two_tasks(**extra: object) -> Sim:
@@ -51,6 +51,16 @@ def test_repeated_steps_never_duplicate_a_pod() -> None:
     sim.admit()
     for _ in range(3):
         assert sim.step().create == []
+
+
+def test_pods_created_but_not_yet_watched_are_not_created_again() -> None:
+    sim = two_tasks()
+    sim.group = GroupObs(phase="Inqueue")
+    sim.step()
+    job, memory = sim.job, sim.memory
+    plan = reconcile(job, memory, Observed(group=sim.group, creating=frozenset({"j-ps-0"})), T0)
+    assert ("ps", 0) not in [(t.name, i) for t, i in plan.create]
+    assert len(plan.create) == 4
 
 
 def test_main_task_completes_the_job_while_others_run() -> None:
