@@ -7,13 +7,20 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import time
 from types import SimpleNamespace
 from typing import Any, cast
 
+import kopf
+
 from operators.api.scheduling import PodGroup, Queue
-from operators.controllers.jobs import JobsController, job_pod
+from operators.controllers import jobs as jobs_operator
+from operators.controllers.jobs import STATUS_INTERVAL, JobsController, job_pod
 from operators.controllers.jobs_apply import Applier, job_path
+from operators.controllers.kopf_discovery import served_selectors
+from operators.controllers.kopf_runner import KopfSettings
 from operators.runtime.client import ApiError, KubeClient
+from operators.runtime.operator_metrics import OperatorMetrics
 
 KEY = ("VCJob", "ns", "j")
 GROUP = PodGroup.api_path("ns", "j")
@@ -185,6 +192,7 @@ async def test_a_job_deleted_while_its_pods_are_created_gets_no_more_of_them() -
     api.gate = asyncio.Event()
     step = asyncio.create_task(op.step())
     await asyncio.wait_for(api.two_waiting.wait(), 5)
+    assert api.waiting == 2  # bounded: the other creates wait for a slot
     op.c.on_job("DELETED", api.objects.pop(job_path("VCJob", "ns", "j")))
     api.gate.set()
     await step
@@ -237,3 +245,71 @@ async def test_a_pod_watch_that_lags_behind_the_creates_causes_no_second_create(
     await op.step()
     assert ("POST", PODS) in api.take_calls()
     assert PODS + "/j-w-1" in api.objects
+
+
+async def test_plugin_objects_are_created_once_and_kept_across_a_restart() -> None:
+    api = Api()
+    op = Operator(api)
+    op.job(vcjob(1, plugins={"svc": [], "ssh": []}))
+    await op.step()
+    op.group("Inqueue")
+    await op.step()
+    made = {p: o for p, o in api.objects.items() if "/services/" in p or "/secrets/" in p}
+    assert sorted(made) == [
+        "/api/v1/namespaces/ns/secrets/j-ssh",
+        "/api/v1/namespaces/ns/services/j",
+    ]
+    assert "/api/v1/namespaces/ns/configmaps/j-svc" in api.objects
+    key = copy.deepcopy(api.objects["/api/v1/namespaces/ns/secrets/j-ssh"])
+    restarted = Operator(api)  # a new process: no memory of what it made
+    restarted.job(vcjob(1, plugins={"svc": [], "ssh": []}))
+    restarted.group("Inqueue")
+    api.objects.pop(PODS + "/j-w-2")
+    restarted.pods_seen()
+    await restarted.step()  # re-creates the pod; the plugins' objects exist already
+    assert PODS + "/j-w-2" in api.objects
+    assert api.objects["/api/v1/namespaces/ns/secrets/j-ssh"] == key  # the same key pair
+
+
+def test_the_operator_gives_kopf_nothing_to_write_on_pods_nodes_or_jobs() -> None:
+    """kopf writes progress/diff-base annotations and finalizers only for change handlers
+    (create/update/delete/resume) and daemons; pods are read by the informer, not kopf."""
+    registry = kopf.OperatorRegistry()
+    ctx: Any = SimpleNamespace(
+        client=None, settings=KopfSettings(), name="jobs", stop=asyncio.Event()
+    )
+    jobs_operator.register(registry, ctx)
+    assert registry._changing.get_all_handlers() == []
+    assert registry._spawning.get_all_handlers() == []
+    watched = {s.plural or s.any_name for s in served_selectors(registry)}
+    assert watched == {"vcjobs", "hybridjobs", PodGroup.plural}
+
+
+async def test_a_job_changing_all_the_time_is_reconciled_at_most_once_per_interval() -> None:
+    """Status writes coalesce: however often a job's pods change, its passes (each writes the
+    status at most once) are STATUS_INTERVAL apart."""
+    passes: list[float] = []
+    three = asyncio.Event()
+
+    class Counting(JobsController):
+        async def reconcile(self, key: tuple[str, str, str]) -> None:
+            passes.append(time.monotonic())
+            if len(passes) >= 3:
+                three.set()
+
+    stop = asyncio.Event()
+    ctx: Any = SimpleNamespace(client=None, stop=stop, metrics=OperatorMetrics(""))
+    c = Counting(ctx)
+    c.on_job("ADDED", vcjob(1))
+    worker = asyncio.create_task(c.run())
+
+    async def churn() -> None:
+        while not three.is_set():
+            c.mark(KEY)  # a pod event
+            await asyncio.sleep(0.01)
+
+    await asyncio.wait_for(asyncio.gather(three.wait(), churn()), 60)
+    stop.set()
+    c.wake.set()
+    await asyncio.wait_for(worker, 5)
+    assert min(b - a for a, b in zip(passes, passes[1:])) >= STATUS_INTERVAL

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from operators.api.batch import JobPhase as J
 from operators.jobs.observed import GroupObs
 from operators.jobs.reconcile import Memory, Observed, reconcile
@@ -61,6 +63,42 @@ def test_pods_created_but_not_yet_watched_are_not_created_again() -> None:
     plan = reconcile(job, memory, Observed(group=sim.group, creating=frozenset({"j-ps-0"})), T0)
     assert ("ps", 0) not in [(t.name, i) for t, i in plan.create]
     assert len(plan.create) == 4
+
+
+def test_min_success_completes_the_job_and_stops_the_rest() -> None:
+    sim = Sim(vcjob(minSuccess=2, tasks=[{"name": "w", "replicas": 3, "template": template()}]))
+    sim.admit()
+    sim.run_all()
+    sim.step()
+    sim.set("j-w-0", "Succeeded")
+    sim.step()
+    assert sim.phase == J.RUNNING
+    sim.set("j-w-1", "Succeeded")
+    plan = sim.step()
+    assert [p.name for p in plan.delete] == ["j-w-2"]
+    sim.step()
+    assert sim.job_path()[-2:] == ["Completing", "Completed"]
+
+
+def test_a_pod_of_an_older_job_version_failing_is_ignored() -> None:
+    sim = two_tasks(policies=[{"event": "PodFailed", "action": "RestartJob"}], maxRetry=5)
+    sim.admit()
+    sim.run_all()
+    sim.step()
+    old = sim.pods["j-ps-0"]
+    sim.set("j-ps-0", "Failed", exit_code=1)
+    sim.step()
+    assert sim.memory.version == 1
+    sim.step()
+    sim.admit()
+    assert sim.phase == J.INQUEUE
+    # The old version's pod shows up late (a slow watch), failed: no second restart.
+    sim.pods["j-ps-0-old"] = replace(old, name="j-ps-0-old", uid="old", phase="Failed")
+    plan = sim.step()
+    assert sim.memory.retry_count == 1
+    assert sim.memory.version == 1
+    assert not any(e.reason == "RestartJob" for e in plan.events)
+    assert "j-ps-0-old" in {p.name for p in plan.delete}  # stale: removed
 
 
 def test_main_task_completes_the_job_while_others_run() -> None:
