@@ -275,7 +275,8 @@ def report(results: list[dict[str, Any]], nodes: str, command: str) -> str:
         lines.append(
             f"status changes seen by the bench's watch: {rate.get('writes', 0):,} to "
             f"{rate.get('objects', 0):,} jobs; most to one job: {rate.get('max_in_1s', 0)} in 1 s, "
-            f"{rate.get('max_in_10s', 0)} in 10 s; the jobs operator "
+            f"{rate.get('max_in_10s', 0)} in 10 s, {rate.get('max_per_second', 0)} by one writer "
+            "stamped in one API-server second; the jobs operator "
             + (f"STOPPED ({result['stopped']})" if result["stopped"] else "served to the end")
         )
     return "\n".join(lines)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import itertools
 import time
 from types import SimpleNamespace
 from typing import Any, cast
@@ -312,4 +313,4 @@ async def test_a_job_changing_all_the_time_is_reconciled_at_most_once_per_interv
     stop.set()
     c.wake.set()
     await asyncio.wait_for(worker, 5)
-    assert min(b - a for a, b in zip(passes, passes[1:])) >= STATUS_INTERVAL
+    assert min(b - a for a, b in itertools.pairwise(passes)) >= STATUS_INTERVAL
