@@ -2,9 +2,11 @@
 hostfile ConfigMaps, the SSH key Secret), created once per job and owned by it. What goes into
 them and into the pods is decided in operators/jobs/presets.py.
 
-Each object has a fixed name and is only ever created (AlreadyExists means done), so repeating
-`ensure` after a crash or on every new pod is harmless; a job's objects are remembered by uid so
-a steady job costs no requests.
+Each object has a fixed name; the Service and the SSH Secret are only ever created
+(AlreadyExists means done: the key pair is never replaced), the host-list ConfigMaps are created
+or, when they exist, given the current lists (a job whose replica counts were edited). Repeating
+`ensure` after a crash or on every new pod is harmless; what a job's objects carry is remembered
+by uid, so a steady job costs no requests.
 """
 
 from __future__ import annotations
@@ -43,27 +45,32 @@ def ssh_key_pair() -> tuple[str, str]:
 class Plugins:
     def __init__(self, client: KubeClient) -> None:
         self.client = client
-        self._done: set[str] = set()  # job uids whose objects exist
+        self._done: dict[str, tuple[object, ...]] = {}
+        """job uid -> the host lists its objects carry (they exist)."""
 
     def forget(self, uid: str) -> None:
-        self._done.discard(uid)
+        self._done.pop(uid, None)
 
     async def ensure(self, job: JobShape, on: presets.Enabled) -> None:
-        if not on.any or job.uid in self._done:
+        if not on.any:
+            return
+        configs: list[tuple[str, dict[str, str]]] = []
+        if on.svc:
+            configs.append(("svc", presets.svc_hosts_data(job)))
+        if on.framework == "mpi":
+            configs.append(("hostfile", {"hostfile": presets.mpi_hostfile(job)}))
+        carried = tuple((what, sorted(data.items())) for what, data in configs)
+        known = self._done.get(job.uid)
+        if known == carried:
             return
         ns = job.namespace
+        for what, data in configs:
+            await self._put_config(job, what, data)
+        if known is not None:  # only the host lists changed
+            self._done[job.uid] = carried
+            return
         if on.svc:
             await self._create(f"/api/v1/namespaces/{ns}/services", self._service(job))
-            data = presets.svc_hosts_data(job)
-            await self._create(
-                f"/api/v1/namespaces/{ns}/configmaps", self._object(job, "ConfigMap", "svc", data)
-            )
-        if on.framework == "mpi":
-            data = {"hostfile": presets.mpi_hostfile(job)}
-            await self._create(
-                f"/api/v1/namespaces/{ns}/configmaps",
-                self._object(job, "ConfigMap", "hostfile", data),
-            )
         if on.ssh:
             private, public = ssh_key_pair()
             data = {
@@ -75,7 +82,17 @@ class Plugins:
             secret = self._object(job, "Secret", "ssh", _b64(data))
             secret["type"] = "Opaque"
             await self._create(f"/api/v1/namespaces/{ns}/secrets", secret)
-        self._done.add(job.uid)
+        self._done[job.uid] = carried
+
+    async def _put_config(self, job: JobShape, what: str, data: Mapping[str, str]) -> None:
+        path = f"/api/v1/namespaces/{job.namespace}/configmaps"
+        try:
+            await self.client.post(path, self._object(job, "ConfigMap", what, data))
+        except ApiError as err:
+            if err.status != 409:
+                raise
+            name = presets.config_name(job, what)
+            await self.client.merge_patch(f"{path}/{name}", {"data": dict(data)})
 
     def _meta(self, job: JobShape, name: str) -> dict[str, Any]:
         return {

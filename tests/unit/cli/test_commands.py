@@ -28,3 +28,16 @@ def test_a_command_needs_exactly_one_way_to_run() -> None:
         common.add_command(
             sub, shared, common.Command("y", "h", "d", run=pools.run, run_local=simulate.run)
         )
+
+
+@pytest.mark.parametrize("command", ["pools", "queues", "why", "top"])
+def test_every_cluster_command_explains_itself_and_its_flags(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        main.build_parser().parse_args([command, "--help"])
+    text = capsys.readouterr().out
+    for flag in ("--kubeconfig", "--context", "-o {table,json}"):
+        assert flag in text, (command, flag)
+    description = text.split("\n\n")[1]
+    assert len(description.split()) >= 5, (command, description)

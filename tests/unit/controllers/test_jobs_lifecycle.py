@@ -314,3 +314,19 @@ async def test_a_job_changing_all_the_time_is_reconciled_at_most_once_per_interv
     c.wake.set()
     await asyncio.wait_for(worker, 5)
     assert min(b - a for a, b in itertools.pairwise(passes)) >= STATUS_INTERVAL
+
+
+async def test_the_host_lists_follow_a_task_scaled_up_while_running() -> None:
+    api = Api()
+    op = Operator(api)
+    op.job(vcjob(1, replicas=2, plugins={"svc": []}))
+    await op.step()
+    op.group("Running")
+    await op.step()
+    op.pods_seen()
+    hosts = "/api/v1/namespaces/ns/configmaps/j-svc"
+    assert api.objects[hosts]["data"]["w.host"] == "j-w-0.j\nj-w-1.j\n"
+    op.job(vcjob(2, replicas=3, plugins={"svc": []}))
+    await op.step()
+    assert PODS + "/j-w-2" in api.objects
+    assert api.patched[hosts] == {"data": {"w.host": "j-w-0.j\nj-w-1.j\nj-w-2.j\n"}}
