@@ -95,3 +95,17 @@ def test_pod_templates_use_sluice_scheduler() -> None:
             templates = [r.template for r in model.spec.replica_specs.values()]
         for template in templates:
             assert template["spec"]["schedulerName"] == "sluice"
+
+
+def test_the_manifests_in_the_docs_parse() -> None:
+    """The whole objects (with metadata) among the YAML examples of docs/*.md are objects the
+    API accepts (their models validate); excerpts showing one field are left out."""
+    docs = SAMPLES_DIR.parents[1] / "docs"
+    found = 0
+    for path in sorted(docs.glob("*.md")):
+        for block in path.read_text().split("```yaml\n")[1:]:
+            for doc in yaml.safe_load_all(block.split("```")[0]):
+                if doc and doc.get("metadata") and doc.get("kind") in {k.__name__ for k in KINDS}:
+                    parse_object(doc)
+                    found += 1
+    assert found >= 2
