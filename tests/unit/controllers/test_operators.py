@@ -7,7 +7,7 @@ import asyncio
 from typing import Any
 
 from operators.api import labels as L
-from operators.api.scheduling import PodGroup
+from operators.api.scheduling import PodGroup, Queue
 from operators.controllers.coalesce import Coalescer, LastSeen
 from operators.controllers.podgroup import (
     GroupView,
@@ -102,6 +102,16 @@ async def test_queue_pass_flags_the_broken_queue_once() -> None:
     await op.reconcile()
     assert api.patches == []
     assert len(events.posted) == 1
+
+
+async def test_queue_pass_creates_root_and_default_when_missing() -> None:
+    api, events = Api(existing={"root"}), Events()
+    fake: Any = api
+    op = QueueOperator(fake, events)  # type: ignore[arg-type]
+    op.queues = {"root": [queue_object({"metadata": {"name": "root"}, "spec": {}})]}
+    await op.reconcile()
+    created = [(path, body["metadata"]["name"], body["spec"]) for path, body in api.posts]
+    assert created == [(Queue.api_path(), "default", {"parent": "root"})]
 
 
 def pod_body(name: str, group: str, scheduler: str = "sluice") -> dict[str, Any]:
