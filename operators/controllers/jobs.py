@@ -103,7 +103,7 @@ class JobState:
     problems: dict[str, tuple[str, str]] = field(default_factory=dict)
     checked: tuple[int, float] = (-1, 0.0)  # (generation, time) of the last bad-input check
     rejected: dict[str, tuple[str, str]] = field(default_factory=dict)
-    group_spec: dict[str, Any] | None = None
+    group_spec: Mapping[str, Any] | None = None
     """The PodGroup spec this process last sent (created or patched with)."""
     group_created: bool = False
 
@@ -409,8 +409,7 @@ class JobsController:
             return  # created; its first event has not arrived yet
         if known is None and memory.phase in TERMINAL:
             return  # released (Plan.release_group) or removed: a final job needs none
-        error = await self.apply.ensure_podgroup(group, known, state.group_spec)
-        state.group_spec = group["spec"]
+        error, state.group_spec = await self.apply.ensure_podgroup(group, known, state.group_spec)
         if error:
             state.rejected["PodGroupRejected"] = ("Valid", error)
         else:

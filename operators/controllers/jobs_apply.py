@@ -96,28 +96,31 @@ class Applier:
         body: dict[str, Any],
         known: Mapping[str, Any] | None,
         sent: Mapping[str, Any] | None = None,
-    ) -> str:
+    ) -> tuple[str, Mapping[str, Any] | None]:
         """Create the group, or patch its spec when the job changed (`spec_patch`; `sent` is the
-        spec this process last sent for it). Returns an error text (bad input, shown on the job)
-        or ""."""
+        spec this process last got into it). Returns an error text (bad input, shown on the job)
+        or "", and what to remember as sent: only a spec the server took. A create that found
+        the group (a restart) took nothing, so its watched spec decides the next patch; a refused
+        patch leaves `sent` as it was, so the next step tries (and reports) it again."""
         meta = body["metadata"]
         path = PodGroup.api_path(meta["namespace"])
         try:
             if known is None:
                 try:
                     await self.client.post(path, body)
-                    return ""
+                    return "", body["spec"]
                 except ApiError as err:
                     if err.status != 409:
                         raise
-            patch = spec_patch(known, body["spec"], sent) if known is not None else None
+                return "", None
+            patch = spec_patch(known, body["spec"], sent)
             if patch:
                 await self.client.merge_patch(f"{path}/{meta['name']}", {"spec": patch})
         except ApiError as err:
             if err.status in (400, 403, 404, 422):
-                return f"PodGroup {meta['name']}: {err}"
+                return f"PodGroup {meta['name']}: {err}", sent
             raise
-        return ""
+        return "", body["spec"]
 
     async def readmit_podgroup(self, namespace: str, name: str) -> bool:
         """Set a restarted job's group back to Pending, so the scheduler admits it again (quota

@@ -466,6 +466,10 @@ class SchedulerOperator:
         bound_now = {d.group for d in result.decisions if isinstance(d, D.Bind)}
         await self._repair_half_bound(applier, bound_now, now)
         self.cache.dirty_groups.clear()  # this pass looks at every group
+        # A gang this session brought back to its minimum (bindings issued) is no longer a
+        # candidate: a later drop gets its own grace, not the first drop's deadline (the
+        # bindings' echoes were just cleared, so no pass between sessions would see it).
+        self._track_below_minimum(applier, now)
         written = status.write_groups(result, now, R.rfc3339(now))
         self._write_pod_reasons(applier, status, result, now)
         status.write_queues(result.queues)
@@ -543,11 +547,17 @@ class SchedulerOperator:
     ) -> None:
         """Between sessions, the gangs whose pods or status moved: a gang the last session did
         not count (its phase echo or its bindings not back yet) gets its grace deadline now,
-        not at the next session, which nothing else may start."""
+        not at the next session, which nothing else may start; a gang back at its minimum is
+        forgotten, so its next drop starts a grace of its own."""
         for key in dirty:
             rec = self.cache.groups.get(key)
-            if rec is not None and self._below_minimum(rec, applier):
+            if rec is None:
+                continue
+            if self._below_minimum(rec, applier):
                 self._below_minimum_since.setdefault(rec.uid, now)
+            else:
+                self._below_minimum_since.pop(rec.uid, None)
+                self._stale_retry_at.pop(rec.uid, None)
 
     def _below_minimum(self, rec: R.GroupRecord, applier: DecisionApplier) -> bool:
         grp = rec.group

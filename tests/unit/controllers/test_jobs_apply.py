@@ -167,12 +167,18 @@ async def test_the_applier_patches_only_what_the_job_changed() -> None:
     wanted = podgroup_body(job, {"queue": "q", "staleGangGraceSeconds": 30}, {})
     client = RecordingClient(exists=True)
     applier = Applier(cast(KubeClient, client), 4)
-    assert await applier.ensure_podgroup(wanted, created["spec"], created["spec"]) == ""
+    assert await applier.ensure_podgroup(wanted, created["spec"], created["spec"]) == (
+        "",
+        wanted["spec"],
+    )
     assert client.calls == [
         ("PATCH", PodGroup.api_path("ns", "tf"), {"spec": {"staleGangGraceSeconds": 30}})
     ]
     client.calls.clear()
-    assert await applier.ensure_podgroup(wanted, wanted["spec"], wanted["spec"]) == ""
+    assert await applier.ensure_podgroup(wanted, wanted["spec"], wanted["spec"]) == (
+        "",
+        wanted["spec"],
+    )
     assert client.calls == []
 
 
@@ -203,3 +209,43 @@ def test_minimums_edited_on_a_running_job_reach_its_podgroup() -> None:
     assert patch["minMember"] == 4
     assert patch["minTaskMember"] == {"ps": 1, "worker": 3}
     assert spec_patch(after, after, after) == {}
+
+
+async def test_a_group_found_at_create_is_patched_once_its_spec_is_seen() -> None:
+    """A restarted operator's create finds the group (409): nothing it holds was sent, so a
+    grace set on the job while the operator was down reaches the group once it is watched."""
+    job = shape()
+    old = podgroup_body(job, {"queue": "q"}, {})
+    wanted = podgroup_body(job, {"queue": "q", "staleGangGraceSeconds": 30}, {})
+    client = RecordingClient(exists=True)
+    applier = Applier(cast(KubeClient, client), 4)
+    error, sent = await applier.ensure_podgroup(wanted, None, None)
+    assert (error, sent) == ("", None)
+    await applier.ensure_podgroup(wanted, old["spec"], sent)
+    assert client.calls[-1] == (
+        "PATCH",
+        PodGroup.api_path("ns", "tf"),
+        {"spec": {"staleGangGraceSeconds": 30}},
+    )
+
+
+class RefusingClient(RecordingClient):
+    async def merge_patch(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        self.calls.append(("PATCH", path, body))
+        raise ApiError(422, {"reason": "Invalid"}, "PATCH", path)
+
+
+async def test_a_refused_patch_is_not_remembered_as_sent() -> None:
+    """The job keeps showing the refusal, and the next step tries again, until the group
+    holds the field: a refused field taken as sent would clear the condition and never land."""
+    job = shape()
+    old = podgroup_body(job, {"queue": "q"}, {})
+    wanted = podgroup_body(job, {"queue": "q", "staleGangGraceSeconds": 30}, {})
+    client = RefusingClient(exists=True)
+    applier = Applier(cast(KubeClient, client), 4)
+    error, sent = await applier.ensure_podgroup(wanted, old["spec"], old["spec"])
+    assert error
+    assert sent == old["spec"]
+    error, sent = await applier.ensure_podgroup(wanted, old["spec"], sent)
+    assert error
+    assert len(client.calls) == 2

@@ -5,11 +5,16 @@ from __future__ import annotations
 
 import asyncio
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, cast
 
 from operators.api import labels as L
-from operators.controllers.jobs import JobsController, digest, job_pod, kept
+from operators.controllers.jobs import JobsController, digest, job_pod, kept, shape_of
+from operators.controllers.jobs_apply import podgroup_body
+from operators.jobs.pods import group_name
 from operators.jobs.reconcile import Memory
+from operators.runtime.client import KubeClient
+
+from .test_jobs_apply import RecordingClient
 
 KEY = ("VCJob", "ns", "j")
 
@@ -173,3 +178,23 @@ async def test_the_reconcile_worker_waits_until_the_pods_are_listed() -> None:
     stop.set()
     listed.set()
     await asyncio.wait_for(worker, 5)
+
+
+async def test_what_the_job_remembers_as_sent_to_its_group_is_what_the_group_took() -> None:
+    """A restart's create finds the group (409) before its event arrives: the grace set on the
+    job while the operator was down must still be patched once the group is seen."""
+    body = job()
+    body["spec"] |= {"queue": "q", "staleGangGraceSeconds": 30, "minAvailable": 2}
+    c = controller()
+    client = RecordingClient(exists=True)
+    c.apply.client = cast(KubeClient, client)
+    c.on_job("ADDED", body)
+    state = c.jobs[KEY]
+    shape = shape_of(state.body)
+    gkey = (shape.namespace, group_name(shape))
+    await c._ensure_group(state, shape, gkey, state.memory)  # POST -> 409: nothing taken
+    old = podgroup_body(shape, {"queue": "q"}, body["metadata"])["spec"]
+    c.on_group("ADDED", {"metadata": {"namespace": gkey[0], "name": gkey[1]}, "spec": old})
+    await c._ensure_group(state, shape, gkey, state.memory)
+    patches = [b["spec"] for m, _, b in client.calls if m == "PATCH"]
+    assert patches == [{"staleGangGraceSeconds": 30}]

@@ -84,3 +84,31 @@ async def test_a_gang_the_last_session_did_not_count_gets_its_deadline_between_s
     assert loop.sessions == 0
     assert loop.op._below_minimum_since
     assert loop.op._next_deadline(time.time()) < 2.1
+
+
+async def test_a_second_drop_gets_its_own_grace_not_the_first_drops() -> None:
+    """Found by an outside review: the session that binds a replacement pod starts with the
+    gang below its minimum, and its bindings' echoes are cleared with the session's own dirty
+    groups; a second drop inside the first drop's grace then inherited that deadline, and the
+    gang was evicted whole 50 s after the second drop instead of 300 s."""
+    loop = Loop()
+    loop.api.add("node", node("n0"))
+    raw: dict[str, Any] = podgroup("g", min_member=2, status={"phase": "Running"})
+    raw["spec"]["staleGangGraceSeconds"] = 300
+    loop.api.add("podgroup", raw)
+    loop.api.add("pod", pod("g-0", group="g", node="n0", phase="Running", uid="u0"))
+    loop.api.add("pod", pod("g-1", group="g", node="n0", phase="Running", uid="u1"))
+    await loop.settle()
+    loop.h.delete_pod("g-1")
+    await loop.settle()
+    loop.op._below_minimum_since["pg-g"] = time.time() - 250.0  # the first drop, 250 s ago
+    loop.api.add("pod", pod("g-1", group="g", phase="Pending", uid="u1b"))
+    loop.op._schedule_wanted = False
+    await loop.op.cycle(loop.applier, loop.status)  # binds the replacement
+    # Forgotten by the session that issued the bindings, before any echo comes back.
+    assert "pg-g" not in loop.op._below_minimum_since
+    await loop.settle()
+    assert loop.api.raw[("pod", "ns", "g-1")]["spec"].get("nodeName") == "n0"
+    loop.h.delete_pod("g-1")  # the second drop, now
+    await loop.settle()
+    assert dict(loop.op._stale_deadlines())["pg-g"] > time.time() + 200
