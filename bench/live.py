@@ -202,8 +202,10 @@ class Sluice:
     log: pathlib.Path
     concurrency: int
     source: str | None = None  # run from this source tree (a baseline); None: this one
+    py_spy: str | None = None  # py-spy binary: sample the process (raw stacks into the log dir)
     port: int = 0
     proc: asyncio.subprocess.Process | None = None
+    spy: asyncio.subprocess.Process | None = None
     started: float = 0.0
     peak_rss: float = 0.0
 
@@ -225,6 +227,16 @@ class Sluice:
             *cmd, stdout=out, stderr=asyncio.subprocess.STDOUT, env=env, cwd=self.source
         )
         out.close()
+        if self.py_spy:
+            # Samples of every thread, idle ones too, to the end of the process: where a burst's
+            # wall time went (per thread and function), not only its CPU time.
+            stacks = self.log.with_name(f"py-spy-{self.proc.pid}.txt")
+            self.spy = await asyncio.create_subprocess_exec(
+                *[self.py_spy, "record", "--nonblocking", "--threads", "--idle", "-r", "50"],
+                *["-f", "raw", "-o", str(stacks), "-p", str(self.proc.pid)],
+                stdout=asyncio.subprocess.DEVNULL,
+                stderr=asyncio.subprocess.DEVNULL,
+            )
         return self
 
     async def ready_after(self, within: float = 300) -> float:
@@ -250,6 +262,9 @@ class Sluice:
         except TimeoutError:
             proc.kill()
             await proc.wait()
+        if self.spy is not None:  # it writes its file once the process has gone
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.spy.wait(), 60)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -267,6 +282,7 @@ class Bench:
     stop_kube_scheduler: Callable[[], Any] | None
     patience: float = 900.0
     baseline: str | None = None  # source tree of contestant "sluice-baseline"
+    py_spy: str | None = None  # sample every Sluice process with this py-spy binary
     peak_rss: float = 0.0
     # Fresh pod names every time: the pod garbage collector acts on names from its (possibly
     # lagging) cache and would delete a new pod that reuses a force-deleted pod's name.
@@ -337,7 +353,7 @@ class Bench:
                         await asyncio.to_thread(self.stop_kube_scheduler)
                 else:
                     source = self.baseline if contestant == "sluice-baseline" else None
-                    async with Sluice(self.kubeconfig, self.log(), self.concurrency, source) as s:
+                    async with self.sluice(source) as s:
                         started = s.started
                         ready_at = await s.ready_after()
                         await seen.wait_for(set(names), self.patience)
@@ -353,6 +369,9 @@ class Bench:
     def log(self) -> pathlib.Path:
         return self.logs / "sluice.log"
 
+    def sluice(self, source: str | None = None) -> Sluice:
+        return Sluice(self.kubeconfig, self.log(), self.concurrency, source, self.py_spy)
+
     async def steady(self, nodes: list[str], per_node: int, pending: int, quiet: float) -> Steady:
         """A full cluster: `per_node` running Sluice pods on each node, `pending` more that do
         not fit. Times Sluice's first session, counts sessions while nothing changes, then
@@ -363,7 +382,7 @@ class Bench:
         await bare_loop(self.client, self.concurrency)  # place them evenly, no scheduler
         await self.create("pend", [1] * pending, "sluice", cpu=cpu)
         try:
-            async with Sluice(self.kubeconfig, self.log(), self.concurrency) as s:
+            async with self.sluice() as s:
                 await s.ready_after()
                 first = await sessions_after(s, 0, self.patience)
                 before = s.metrics()
@@ -386,7 +405,7 @@ class Bench:
         try:
             async with (
                 BoundTimes(self.client) as seen,
-                Sluice(self.kubeconfig, self.log(), self.concurrency) as s,
+                self.sluice() as s,
             ):
                 await s.ready_after()
                 start = time.monotonic()
@@ -490,15 +509,16 @@ class Settings:
     # jobs x pods per job, as VCJobs (jobs operator + Sluice) and batch/v1 Jobs (job
     # controller + kube-scheduler): bench/live_jobs.py
     job_shapes: tuple[tuple[int, int], ...] = ((10_000, 1), (500, 20), (20, 500), (1, 10_000))
-    per_node: int = 10
+    per_node: int = 10  # 0 leaves the steady state out
     pending: int = 2_000
     quiet: float = 20.0
     rate: float = 200.0
-    seconds: float = 300.0
+    seconds: float = 300.0  # 0 leaves sustained arrival out
     kube_scheduler: bool = True
     # A source tree (e.g. `git worktree add /tmp/base main`) whose scheduler runs as a second
     # Sluice contestant in the burst and gang scenarios: before/after in one run.
     baseline: str = ""
+    py_spy: str = ""  # a py-spy binary: raw stacks of every Sluice process into the log folder
 
 
 async def run(bench: Bench, nodes: list[str], s: Settings) -> dict[str, Any]:
@@ -532,9 +552,9 @@ async def run(bench: Bench, nodes: list[str], s: Settings) -> dict[str, Any]:
                 jobs[f"{g}x{m}"][side].append(run_)
                 print(f"round {r + 1} jobs {g}x{m} {side}: {describe(run_)}", flush=True)
         loads.append(os.getloadavg()[0])
-    steady = await bench.steady(nodes, s.per_node, s.pending, s.quiet)
+    steady = await bench.steady(nodes, s.per_node, s.pending, s.quiet) if s.per_node else None
     print(f"steady: {steady}", flush=True)
-    arrival = await bench.arrival(s.rate, s.seconds)
+    arrival = await bench.arrival(s.rate, s.seconds) if s.seconds else None
     print(f"arrival: {arrival}", flush=True)
     loads.append(os.getloadavg()[0])
     return {
@@ -618,20 +638,22 @@ def report(result: Mapping[str, Any], s: Settings, command: str, where: str) -> 
         from bench import live_jobs
 
         lines += ["", *live_jobs.describe_all(result["jobs"])]
-    st: Steady = result["steady"]
-    ar: Arrival = result["arrival"]
-    lines += [
-        "",
-        (
+    st: Steady | None = result["steady"]
+    ar: Arrival | None = result["arrival"]
+    lines.append("")
+    if st is not None:
+        lines.append(
             f"Steady state: {st.nodes} nodes full of {st.running} running pods, {st.pending} pending "
             f"that do not fit: first session {st.first_session:.2f} s; sessions while nothing "
             f"changed for {st.quiet:.0f} s: {st.idle_sessions:.0f}; session after one running pod "
             f"was deleted: {st.session_after_change:.2f} s."
-        ),
-        (
+        )
+    if ar is not None:
+        lines.append(
             f"Sustained arrival: {ar.pods} pods in mixed gangs (1/2/4/8) at {ar.rate:.0f} pods/s "
             f"for {ar.seconds:.0f} s: creation -> bound p50 {ar.p50:.2f} s, p99 {ar.p99:.2f} s."
-        ),
+        )
+    lines += [
         f"Peak RSS of the Sluice scheduler process over these runs: {result['peak_rss']:.0f} MiB.",
         "",
     ]
@@ -690,6 +712,7 @@ async def run_on(path: str, logs: pathlib.Path, s: Settings, cluster: Any | None
             cluster.start_kube_scheduler if cluster is not None else None,
             (lambda: cluster.stop_process("kube-scheduler")) if cluster is not None else None,
             baseline=s.baseline or None,
+            py_spy=s.py_spy or None,
         )
         nodes, _ = await client.list("/api/v1/nodes")
         names = [
@@ -704,7 +727,9 @@ async def run_on(path: str, logs: pathlib.Path, s: Settings, cluster: Any | None
 def main(argv: list[str] | None = None) -> int:
     args, settings = parse(argv)
     logs = pathlib.Path(tempfile.mkdtemp(prefix="sluice-bench-live-"))
-    with bench_cluster(args.kubeconfig, args.profile, logs, nodes=args.nodes) as (
+    with bench_cluster(
+        args.kubeconfig, args.profile, logs, nodes=args.nodes, cluster_dir=args.cluster_dir
+    ) as (
         path,
         where,
         cluster,

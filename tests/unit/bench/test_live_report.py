@@ -1,0 +1,31 @@
+"""bench.live's command line and report when scenarios are left out (one lock hold per part of
+a full-size run): nothing here is timed."""
+
+from __future__ import annotations
+
+from bench import live
+
+
+def test_zero_per_node_and_seconds_leave_steady_state_and_arrival_out_of_the_report() -> None:
+    args = ["--kubeconfig", "kc", "--pods", "4", "--shapes", "2x2", "--job-shapes", ""]
+    _, settings = live.parse(
+        [*args, "--per-node", "0", "--seconds", "0", "--py-spy", "/bin/py-spy"]
+    )
+    assert (settings.per_node, settings.seconds, settings.job_shapes) == (0, 0.0, ())
+    assert settings.py_spy == "/bin/py-spy"
+    bare = live.Run("bare", 4, 0.1, 1.0, 4.0)
+    sluice = live.Run("sluice", 4, 0.5, 1.5, 4.0, ready=0.4, sessions=1)
+    result = {
+        "plain": {"bare": [bare], "sluice": [sluice]},
+        "gangs": {"2x2": [sluice]},
+        "jobs": {},
+        "steady": None,
+        "arrival": None,
+        "loads": [1.0, 1.0],
+        "peak_rss": 100.0,
+    }
+    text = live.report(result, settings, "python -m bench.live", "a cluster")
+    assert "| 4 x 1 (plain) | sluice | 0.50 (0.10 after sync) | 1.50 (1.10 after sync) |" in text
+    assert "| 2x2 (PodGroups) | sluice |" in text
+    assert "Steady state" not in text
+    assert "Sustained arrival" not in text
