@@ -144,6 +144,7 @@ class Run:
     rate: float  # pods/s between 10% and 90% bound
     ready: float | None = None  # Sluice: caches synced (/readyz) after start
     sessions: float | None = None  # Sluice: sessions run until every pod was bound (+ 1 s)
+    status_writes: float | None = None  # Sluice: PodGroup status patches meanwhile
 
 
 def summarize(
@@ -152,12 +153,13 @@ def summarize(
     times: list[float],
     ready: float | None,
     sessions: float | None = None,
+    status_writes: float | None = None,
 ) -> Run:
     times = sorted(t - started for t in times)
     n = len(times)
     lo, hi = times[int(0.1 * (n - 1))], times[int(0.9 * (n - 1))]
     rate = 0.8 * n / (hi - lo) if hi > lo else float("inf")
-    return Run(contestant, n, times[0], times[-1], rate, ready, sessions)
+    return Run(contestant, n, times[0], times[-1], rate, ready, sessions, status_writes)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -358,10 +360,11 @@ class Bench:
                         ready_at = await s.ready_after()
                         await seen.wait_for(set(names), self.patience)
                         await asyncio.sleep(1.0)  # let the echoes of its last writes arrive
-                        sessions = count(s.metrics())
+                        text = s.metrics()
                     self.peak_rss = max(self.peak_rss, s.peak_rss)
                     times = [seen.at[n] for n in names]
-                    return summarize(contestant, started, times, ready_at, sessions)
+                    writes = metric(text, "sluice_podgroup_status_writes_total")
+                    return summarize(contestant, started, times, ready_at, count(text), writes)
                 return summarize(contestant, started, [seen.at[n] for n in names], ready_at)
         finally:
             await self.clean()
@@ -571,8 +574,10 @@ async def run(bench: Bench, nodes: list[str], s: Settings) -> dict[str, Any]:
 
 def describe(r: Run) -> str:
     ready = f", caches synced at {r.ready:.2f}s" if r.ready is not None else ""
+    writes = f", {r.status_writes:.0f} PodGroup status writes" if r.status_writes else ""
     return (
-        f"{r.pods} pods: first bound {r.first:.2f}s, all {r.done:.2f}s, {r.rate:.0f} pods/s{ready}"
+        f"{r.pods} pods: first bound {r.first:.2f}s, all {r.done:.2f}s, {r.rate:.0f} pods/s"
+        f"{ready}{writes}"
     )
 
 

@@ -564,9 +564,8 @@ class SchedulerOperator:
         # A one-pod group is never between none and its minimum: only gangs are looked at.
         if grp.phase not in RAN or grp.min_member < 2 or rec.uid in applier.binding_groups:
             return False
-        members = self.cache.members(rec.uid)
         # Only a gang that still holds something is stale (evicting it frees room).
-        return 0 < sum(1 for m in members if m.node_name and not m.deleting) < grp.min_member
+        return 0 < count_members(self.cache, rec.uid).bound < grp.min_member
 
     async def _repair_half_bound(
         self, applier: DecisionApplier, bound_now: set[str], now: float

@@ -66,21 +66,12 @@ class _Sent:
 
 
 def count_members(cache: SchedulerCache, group_uid: str) -> GroupCounts:
-    bound = running = pending = 0
-    for rec in cache.members(group_uid):
-        if rec.deleting:
-            # Leaving pods are no members (Volcano does not count Releasing tasks as allocated
-            # either): a restarted job's group, set back to Pending by the jobs operator, must
-            # not be read as Running from the pods it is killing.
-            continue
-        # Only bindings the watch confirmed: a Binding POST still in flight may fail, and a
-        # phase written from it would flap (Running, then back) for jobs and hooks to see.
-        if rec.node_name:
-            bound += 1
-            running += rec.phase == "Running"
-        else:
-            pending += 1
-    return GroupCounts(bound, running, pending)
+    """Leaving pods are no members (Volcano does not count Releasing tasks as allocated either):
+    a restarted job's group, set back to Pending by the jobs operator, must not be read as
+    Running from the pods it is killing. Only bindings the watch confirmed count as bound: a
+    Binding POST still in flight may fail, and a phase written from it would flap (Running,
+    then back) for jobs and hooks to see."""
+    return GroupCounts(*cache.member_counts(group_uid))
 
 
 def _condition(

@@ -75,6 +75,11 @@ class SchedulerCache:
         self._pod_uid_by_key: dict[Key, str] = {}
         self._pods_on_node: defaultdict[str, set[str]] = defaultdict(set)
         self._pods_by_group: defaultdict[Key, set[str]] = defaultdict(set)
+        # Per group key, its members' (bound, running, pending) as member_counts() tells them,
+        # kept with _pods_by_group: the status pass asks for them on every wake while a gang's
+        # bindings come back, and walking a 10,000-pod gang's members each time cost ~6 % of
+        # the loop in a burst (py-spy, bench.live 1x10000).
+        self._counts_by_group: dict[Key, list[int]] = {}
         self._group_key_by_uid: dict[str, Key] = {}
         # Group uid -> order of first sight (S.PodGroup.arrival).
         self._arrival: dict[str, int] = {}
@@ -344,7 +349,9 @@ class SchedulerCache:
             self._pods_on_node[rec.node_name].add(rec.uid)
             self._dirty_nodes.add(rec.node_name)
         if rec.group_name:
-            self._pods_by_group[(rec.namespace, rec.group_name)].add(rec.uid)
+            key = (rec.namespace, rec.group_name)
+            self._pods_by_group[key].add(rec.uid)
+            _add_member(self._counts_by_group.setdefault(key, [0, 0, 0]), rec, 1)
 
     def _unindex_pod(self, rec: R.PodRecord) -> None:
         self.pods.pop(rec.uid, None)
@@ -358,11 +365,14 @@ class SchedulerCache:
                     del self._pods_on_node[rec.node_name]
             self._dirty_nodes.add(rec.node_name)
         if rec.group_name:
-            members = self._pods_by_group.get((rec.namespace, rec.group_name))
-            if members is not None:
+            key = (rec.namespace, rec.group_name)
+            members = self._pods_by_group.get(key)
+            if members is not None and rec.uid in members:
                 members.discard(rec.uid)
+                _add_member(self._counts_by_group[key], rec, -1)
                 if not members:
-                    del self._pods_by_group[(rec.namespace, rec.group_name)]
+                    del self._pods_by_group[key]
+                    del self._counts_by_group[key]
         self._tasks.pop(rec.uid, None)
         self._implicit.pop(rec.uid, None)
 
@@ -597,6 +607,20 @@ class SchedulerCache:
             return []
         return [self.pods[u] for u in self._pods_by_group.get(key, ()) if u in self.pods]
 
+    def member_counts(self, group_uid: str) -> tuple[int, int, int]:
+        """(bound, running, pending) of the group's members that are not being deleted: bound
+        = the watch shows a node (a Binding still in flight does not count), running = bound
+        and phase Running, pending = the rest. Kept as pods come and go, so asking is O(1)
+        for a PodGroup (an implicit group is its one pod)."""
+        counts = [0, 0, 0]
+        if group_uid.startswith("pod:"):
+            rec = self.pods.get(group_uid[4:])
+            if rec is not None:
+                _add_member(counts, rec, 1)
+        elif (key := self._group_key_by_uid.get(group_uid)) is not None:
+            counts = self._counts_by_group.get(key, counts)
+        return counts[0], counts[1], counts[2]
+
     def task(self, uid: str) -> S.Task | None:
         return self._tasks.get(uid)
 
@@ -720,6 +744,19 @@ class SchedulerCache:
             tasks=tasks,
             topology=topology,
         )
+
+
+def _add_member(counts: list[int], rec: R.PodRecord, sign: int) -> None:
+    """Count a member in (sign 1) or out (sign -1) of its group's (bound, running, pending).
+    Leaving pods are no members: a restarted job's group must not read as Running from the
+    pods it is killing."""
+    if rec.deleting:
+        return
+    if rec.node_name:
+        counts[0] += sign
+        counts[1] += sign * (rec.phase == "Running")
+    else:
+        counts[2] += sign
 
 
 def _finished(rec: R.GroupRecord | None) -> bool:
