@@ -116,6 +116,18 @@ class SessionConfig:
     # own holdings, such as a random score. Slow; decisions are otherwise identical.
     fresh_scores: bool = False
 
+    def __post_init__(self) -> None:
+        # A bad tuning value is a caller's error, said at once, not a ZeroDivisionError (or a
+        # tie-break silently outweighing the score) somewhere inside a session.
+        if not 1 <= self.fragmentation_levels <= 125:
+            raise ValueError(
+                f"fragmentation_levels must be 1..125, not {self.fragmentation_levels}"
+            )
+        if not 0.0 <= self.fragmentation_cpu_reach < float("inf"):
+            raise ValueError(
+                f"fragmentation_cpu_reach must be finite and >= 0, not {self.fragmentation_cpu_reach}"
+            )
+
 
 @dataclass(frozen=True, slots=True)
 class QueueStatus:

@@ -7,6 +7,7 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -235,3 +236,19 @@ def test_the_cpu_reach_only_adds_and_grows_as_cores_go(
     assert paper - 1e-9 <= reach <= float(cards.sum()) + 1e-9
     fewer = _model(0.5).amount(cards, np.asarray([float(max(cores - taken, 0))]), row)[0]
     assert fewer >= reach - 1e-9
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"fragmentation_levels": 0},
+        {"fragmentation_levels": 126},
+        {"fragmentation_cpu_reach": -0.5},
+        {"fragmentation_cpu_reach": float("nan")},
+    ],
+)
+def test_a_fragmentation_setting_out_of_range_is_refused_when_the_config_is_made(
+    bad: dict[str, float],
+) -> None:
+    with pytest.raises(ValueError, match="fragmentation_"):
+        SessionConfig(**bad)  # type: ignore[arg-type]
