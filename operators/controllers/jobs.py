@@ -158,6 +158,10 @@ class JobsController:
         self.jobs: dict[Key, JobState] = {}
         self.groups: dict[tuple[str, str], GroupObs] = {}
         self.group_specs: dict[tuple[str, str], dict[str, Any]] = {}
+        # Groups set back to Pending by a restart, with the resourceVersion of that write: an
+        # older event (a scheduler status write from before it, delivered late) must not make
+        # the job look admitted again.
+        self.readmitted: dict[tuple[str, str], int] = {}
         self.pods: dict[Key, dict[PodKey, PodObs]] = {}
         """job -> its pods' records, kept from the pod informer's changes (`on_pod`)."""
         self.dirty: set[Key] = set()
@@ -240,7 +244,12 @@ class JobsController:
         if event_type == "DELETED":
             self.groups.pop(gkey, None)
             self.group_specs.pop(gkey, None)
+            self.readmitted.pop(gkey, None)
         else:
+            if gkey in self.readmitted:
+                if AP.resource_version(body) < self.readmitted[gkey]:
+                    return
+                del self.readmitted[gkey]
             new = (group_obs(body), dict(body.get("spec") or {}))
             if gkey in self.groups and (self.groups[gkey], self.group_specs.get(gkey)) == new:
                 return  # nothing a job reads moved (scheduler counts, the events operator's log)
@@ -420,9 +429,12 @@ class JobsController:
         """Back to Pending: the scheduler admits the group again (its enqueue reserves the
         minimum anew) and only then does the job create pods. Our view is updated at once, so
         the stale phase cannot let this job create pods before that."""
-        if await self.apply.readmit_podgroup(*gkey):
+        written = await self.apply.readmit_podgroup(*gkey)
+        if written is not None:
             seen = self.groups.get(gkey)
             self.groups[gkey] = replace(seen or GroupObs(), phase="Pending")
+            if written:
+                self.readmitted[gkey] = written
         else:
             await self._drop_group(state, gkey)
             # No event of the group will come: the next pass creates it anew.
@@ -445,25 +457,41 @@ class JobsController:
         if any(t.level == TransitionLevel.JOB and t.to == "Restarting" for t in plan.transitions):
             # A restarted job waits for admission again, as Volcano's does.
             await self._readmit(state, (shape.namespace, P.group_name(shape)))
-        if plan.create:
+        if plan.create or plan.delete:
+            # Host lists follow the replicas both ways (a scale-down deletes, creates nothing);
+            # ensure writes only what changed.
             on = presets.enabled(shape, body["metadata"].get("annotations") or {})
             await self.plugins.ensure(shape, on)
+        if plan.create:
             bodies = []
             for task, index in plan.create:
                 pod = P.pod_body(shape, task, index, plan.memory.version)
                 presets.decorate(shape, on, task, index, pod)
                 bodies.append(pod)
-            created, refused = await self.apply.create_pods(
-                bodies, lambda: self._wanted(key, state)
-            )
+            names = [b["metadata"]["name"] for b in bodies]
             now = time.monotonic()
-            state.creating.update(dict.fromkeys(created, now))
+            state.creating.update(dict.fromkeys(names, now))  # before the POSTs: the watch may win
+            try:
+                created, refused = await self.apply.create_pods(
+                    bodies, lambda: self._wanted(key, state)
+                )
+            except BaseException:
+                for name in names:
+                    state.creating.pop(name, None)
+                raise
+            for name in set(names) - set(created):
+                state.creating.pop(name, None)
             if refused:
                 state.rejected["PodRejected"] = ("Valid", "; ".join(refused)[:2048])
                 self.timers[key] = time.monotonic() + RECHECK_PROBLEMS
                 self.mark(key)
             else:
                 state.rejected.pop("PodRejected", None)
+        if state.creating:
+            # A create held back by an expectation (the pod not seen yet) is looked at again
+            # when the expectation lapses, not at some unrelated later event.
+            due = min(state.creating.values()) + FORGET_CREATES + 0.1
+            self.timers[key] = min(self.timers.get(key, due), due)
         written = digest(plan.status)
         if written != state.written:
             if not await self.apply.write_status(*key, plan.status):

@@ -122,18 +122,19 @@ class Applier:
             raise
         return "", body["spec"]
 
-    async def readmit_podgroup(self, namespace: str, name: str) -> bool:
+    async def readmit_podgroup(self, namespace: str, name: str) -> int | None:
         """Set a restarted job's group back to Pending, so the scheduler admits it again (quota
-        reserved anew) before the job creates pods. False when the group is gone."""
+        reserved anew) before the job creates pods. Returns the group's resourceVersion after
+        the write (0 if unreadable), or None when the group is gone."""
         try:
-            await self.client.merge_patch(
+            written = await self.client.merge_patch(
                 f"{PodGroup.api_path(namespace, name)}/status", {"status": {"phase": "Pending"}}
             )
         except ApiError as err:
             if err.not_found:
-                return False
+                return None
             raise
-        return True
+        return resource_version(written)
 
     async def delete_podgroup(self, namespace: str, name: str) -> None:
         try:
@@ -239,3 +240,10 @@ def spec_patch(
 
 
 _UNSENT: Final = object()
+
+
+def resource_version(body: Mapping[str, Any] | None) -> int:
+    """An object's resourceVersion as a number (etcd's revision; 0 if absent or not a number):
+    compared only to order events of one object against a write of ours."""
+    raw = str(((body or {}).get("metadata") or {}).get("resourceVersion") or "")
+    return int(raw) if raw.isdigit() else 0

@@ -126,7 +126,10 @@ class TaskFacts:
 
     @property
     def completed(self) -> bool:
-        return self.done and self.succeeded >= max(self.min_available, 1)
+        return self.done and (
+            (self.replicas == 0 and not self.elastic)
+            or self.succeeded >= max(self.min_available, 1)
+        )
 
 
 TASK_RULES: Final[tuple[tuple[Callable[[TaskFacts], bool], T], ...]] = (

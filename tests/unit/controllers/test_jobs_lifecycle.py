@@ -38,6 +38,11 @@ class Api:
         self.gate: asyncio.Event | None = None  # when set up, pod creates wait for it
         self.waiting = 0
         self.two_waiting = asyncio.Event()
+        self.revision = 0  # etcd's: every write stamps the object's resourceVersion
+
+    def _stamp(self, obj: dict[str, Any]) -> None:
+        self.revision += 1
+        obj.setdefault("metadata", {})["resourceVersion"] = str(self.revision)
 
     async def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         if path.endswith("/events"):
@@ -52,14 +57,17 @@ class Api:
         if name in self.objects:
             raise ApiError(409, {"reason": "AlreadyExists"}, "POST", path)
         self.objects[name] = copy.deepcopy(body)
-        return body
+        self._stamp(self.objects[name])
+        return copy.deepcopy(self.objects[name])
 
     async def merge_patch(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         self.calls.append(("PATCH", path))
-        if path.removesuffix("/status") not in self.objects:
+        target = self.objects.get(path.removesuffix("/status"))
+        if target is None:
             raise ApiError(404, {"reason": "NotFound"}, "PATCH", path)
         self.patched[path] = body
-        return body
+        self._stamp(target)
+        return {**body, "metadata": dict(target["metadata"])}
 
     async def delete(self, path: str, body: Any = None) -> dict[str, Any]:
         self.calls.append(("DELETE", path))

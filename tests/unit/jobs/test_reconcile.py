@@ -551,3 +551,22 @@ def test_a_delayed_action_is_dropped_when_the_situation_ends() -> None:
     assert done.phase == J.RUNNING
     done.step(25)
     assert done.phase in (J.COMPLETING, J.COMPLETED)
+
+
+def test_a_task_depending_on_a_task_scaled_to_zero_is_created() -> None:
+    """A task scaled to 0 is done (found by an outside review: it stayed Pending, so a task
+    depending on it was never created and the job sat in Inqueue)."""
+
+    def tasks(ps: int) -> list[dict[str, object]]:
+        return [
+            {"name": "ps", "replicas": ps, "template": template()},
+            {"name": "main", "replicas": 1, "dependsOn": {"name": ["ps"]}, "template": template()},
+        ]
+
+    sim = Sim(vcjob(tasks=tasks(2)))
+    sim.admit()
+    assert sorted(sim.pods) == ["j-ps-0", "j-ps-1"]
+    sim.job = vcjob(tasks=tasks(0))
+    for _ in range(5):
+        sim.step()
+    assert "j-main-0" in sim.pods, (sim.phase, sorted(sim.pods))
