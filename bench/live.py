@@ -589,7 +589,8 @@ def report(result: Mapping[str, Any], s: Settings, command: str, where: str) -> 
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     loads = ", ".join(f"{x:.1f}" for x in result["loads"])
     plain: dict[str, list[Run]] = result["plain"]
-    bare_done = med(plain["bare"], "done")
+    # --rounds 0 runs only the steady state and/or arrival parts: no burst table then.
+    bare_done = med(plain["bare"], "done") if plain.get("bare") else 0.0
     lines = [
         f"### Run of {now}",
         "",
@@ -624,6 +625,9 @@ def report(result: Mapping[str, Any], s: Settings, command: str, where: str) -> 
         (f"{k} (PodGroups)", "sluice-baseline", runs)
         for k, runs in result.get("baseline_gangs", {}).items()
     ]
+    rows = [row for row in rows if row[2]]
+    if not rows:
+        del lines[-3:]  # the table's header
     for label, c, runs in rows:
         first, done = med(runs, "first"), med(runs, "done")
         first_text, done_text, ratio = f"{first:.2f}", f"{done:.2f}", f"{done / bare_done:.2f}x"

@@ -3,6 +3,8 @@ a full-size run): nothing here is timed."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from bench import live
 
 
@@ -29,3 +31,21 @@ def test_zero_per_node_and_seconds_leave_steady_state_and_arrival_out_of_the_rep
     assert "| 2x2 (PodGroups) | sluice |" in text
     assert "Steady state" not in text
     assert "Sustained arrival" not in text
+
+
+def test_zero_rounds_report_the_arrival_alone() -> None:
+    """`--rounds 0 --per-node 0` measures only the sustained arrival (one lock hold)."""
+    _, settings = live.parse(["--kubeconfig", "kc", "--rounds", "0", "--per-node", "0"])
+    result: dict[str, Any] = {
+        "plain": {"bare": [], "sluice": []},
+        "gangs": {"500x20": []},
+        "jobs": {},
+        "steady": None,
+        "arrival": live.Arrival(200.0, 300.0, 59559, 34.76, 72.65),
+        "loads": [2.2, 5.3],
+        "peak_rss": 300.0,
+    }
+    text = live.report(result, settings, "python -m bench.live --rounds 0", "a cluster")
+    assert "| pods | contestant |" not in text
+    assert "59559 pods in mixed gangs (1/2/4/8) at 200 pods/s for 300 s" in text
+    assert "p50 34.76 s, p99 72.65 s" in text
