@@ -469,7 +469,7 @@ class SchedulerOperator:
         # A gang this session brought back to its minimum (bindings issued) is no longer a
         # candidate: a later drop gets its own grace, not the first drop's deadline (the
         # bindings' echoes were just cleared, so no pass between sessions would see it).
-        self._track_below_minimum(applier, now)
+        self._forget_recovered(applier)
         written = status.write_groups(result, now, R.rfc3339(now))
         self._write_pod_reasons(applier, status, result, now)
         status.write_queues(result.queues)
@@ -551,13 +551,18 @@ class SchedulerOperator:
         forgotten, so its next drop starts a grace of its own."""
         for key in dirty:
             rec = self.cache.groups.get(key)
-            if rec is None:
-                continue
-            if self._below_minimum(rec, applier):
+            if rec is not None and self._below_minimum(rec, applier):
                 self._below_minimum_since.setdefault(rec.uid, now)
-            else:
-                self._below_minimum_since.pop(rec.uid, None)
-                self._stale_retry_at.pop(rec.uid, None)
+        self._forget_recovered(applier)
+
+    def _forget_recovered(self, applier: DecisionApplier) -> None:
+        """Drop the tracked gangs that are gone or back at their minimum (a gang being bound
+        counts as back). Only the tracked ones are looked at: a handful, not every group."""
+        for uid in list(self._below_minimum_since):
+            rec = self.cache.group_record(uid)
+            if rec is None or not self._below_minimum(rec, applier):
+                del self._below_minimum_since[uid]
+                self._stale_retry_at.pop(uid, None)
 
     def _below_minimum(self, rec: R.GroupRecord, applier: DecisionApplier) -> bool:
         grp = rec.group
