@@ -324,7 +324,7 @@ async def test_a_job_changing_all_the_time_is_reconciled_at_most_once_per_interv
     assert min(b - a for a, b in itertools.pairwise(passes)) >= STATUS_INTERVAL
 
 
-async def test_the_host_lists_follow_a_task_scaled_up_while_running() -> None:
+async def test_the_host_lists_follow_a_task_scaled_up_and_down_while_running() -> None:
     api = Api()
     op = Operator(api)
     op.job(vcjob(1, replicas=2, plugins={"svc": []}))
@@ -338,3 +338,12 @@ async def test_the_host_lists_follow_a_task_scaled_up_while_running() -> None:
     await op.step()
     assert PODS + "/j-w-2" in api.objects
     assert api.patched[hosts] == {"data": {"w.host": "j-w-0.j\nj-w-1.j\nj-w-2.j\n"}}
+    op.pods_seen()
+    # A scale-down deletes and creates nothing: the lists must still follow (an outside
+    # review found them stale, listing hosts that were gone).
+    op.job(vcjob(3, replicas=1, plugins={"svc": []}))
+    await op.step()
+    op.pods_seen()
+    await op.step()
+    assert PODS + "/j-w-2" not in api.objects
+    assert api.patched[hosts] == {"data": {"w.host": "j-w-0.j\n"}}

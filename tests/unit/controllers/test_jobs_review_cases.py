@@ -1,5 +1,5 @@
 """Jobs operator cases an outside review built against the expectations record, the restart's
-re-admission and the host lists (each failed before its fix)."""
+re-admission (each failed before its fix; the host lists' case is in test_jobs_lifecycle)."""
 
 from __future__ import annotations
 
@@ -93,22 +93,3 @@ async def test_a_group_event_older_than_the_readmit_does_not_admit_the_restarted
     op.group("Inqueue")  # the scheduler's re-admission
     await op.step()
     assert len(api.pods()) == 3
-
-
-async def test_the_host_lists_follow_a_task_scaled_down_while_running() -> None:
-    api = Api()
-    op = Operator(api)
-    op.job(vcjob(1, replicas=3, plugins={"svc": []}))
-    await op.step()
-    op.group("Running")
-    await op.step()
-    op.pods_seen()
-    hosts = "/api/v1/namespaces/ns/configmaps/j-svc"
-    assert api.objects[hosts]["data"]["w.host"] == "j-w-0.j\nj-w-1.j\nj-w-2.j\n"
-    op.job(vcjob(2, replicas=1, plugins={"svc": []}))
-    await op.step()  # j-w-1 and j-w-2 deleted
-    op.pods_seen()
-    await op.step()
-    assert PODS + "/j-w-2" not in api.objects
-    data = api.patched.get(hosts, api.objects[hosts])["data"]
-    assert data["w.host"] == "j-w-0.j\n"
