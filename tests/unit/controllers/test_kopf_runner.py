@@ -27,6 +27,14 @@ def _nothing(registry: kopf.OperatorRegistry, ctx: OperatorContext) -> None:
 OP = KopfOperator("jobs", _nothing, health_port=8081)
 
 
+def _printed_by_a_fresh_interpreter(code: str) -> list[str]:
+    """What a new process prints: which modules an import pulls in is only visible before any
+    other test of this session has imported them."""
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=240
+    ).stdout.splitlines()
+
+
 def test_flags_are_prefixed_except_shared_ones(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SLUICE_JOBS_NAMESPACES", "team-a")
     monkeypatch.setenv("SLUICE_LOG_LEVEL", "DEBUG")
@@ -78,9 +86,7 @@ def test_an_operator_process_imports_kopf_without_the_kubernetes_api_clients() -
         "print(sorted(m for m in sys.modules if m.startswith(('kubernetes', 'kubernetes_asyncio'))));"
         "import kubernetes_asyncio.config.kube_config, kubernetes.client; print('later ok')"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=240
-    ).stdout.splitlines()
+    out = _printed_by_a_fresh_interpreter(code)
     assert out == ["[]", "later ok"]
 
 
@@ -93,9 +99,7 @@ def test_the_scheduler_process_does_not_import_kopf() -> None:
         "import operators.controllers.jobs; print('kopf' in sys.modules, "
         "sorted(m for m in sys.modules if m.startswith(('kubernetes', 'kubernetes_asyncio'))))"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=240
-    ).stdout.splitlines()
+    out = _printed_by_a_fresh_interpreter(code)
     assert out == ["False", "True []"]
 
 
@@ -108,7 +112,5 @@ def test_the_operators_that_only_read_snapshot_types_do_not_load_the_engine_or_n
         "print(sorted(m for m in sys.modules if m == 'numpy' or m.endswith('.engine')));"
         "from operators.scheduler import run_session; print(run_session.__module__)"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=240
-    ).stdout.splitlines()
+    out = _printed_by_a_fresh_interpreter(code)
     assert out == ["[]", "operators.scheduler.engine"]

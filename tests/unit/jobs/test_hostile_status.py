@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -74,25 +75,15 @@ observations = st.sampled_from(
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
+@pytest.mark.parametrize("kind", [VCJob, HybridJob], ids=lambda k: k.__name__)
 @SETTINGS
-@given(status=status_of(VCJob), observed=observations)
-def test_any_vcjob_status_the_schema_admits_is_read_and_reconciled(
-    status: dict[str, Any], observed: Observed
+@given(data=st.data(), observed=observations)
+def test_any_job_status_the_schema_admits_is_read_and_reconciled(
+    kind: type[VCJob | HybridJob], data: st.DataObject, observed: Observed
 ) -> None:
+    status = data.draw(status_of(kind))
     memory = Memory.from_status(status)
-    plan = reconcile(JOBS[VCJob], memory, observed, T0 + 10)
+    plan = reconcile(JOBS[kind], memory, observed, T0 + 10)
     assert isinstance(plan.memory.phase, JobPhase)
-    view = job_view("VCJob", {"metadata": {"name": "j", "uid": "u1"}, "status": status})
-    assert view.sendable()[1] == view.log_seq
-
-
-@SETTINGS
-@given(status=status_of(HybridJob), observed=observations)
-def test_any_hybridjob_status_the_schema_admits_is_read_and_reconciled(
-    status: dict[str, Any], observed: Observed
-) -> None:
-    memory = Memory.from_status(status)
-    plan = reconcile(JOBS[HybridJob], memory, observed, T0 + 10)
-    assert isinstance(plan.memory.phase, JobPhase)
-    view = job_view("HybridJob", {"metadata": {"name": "h", "uid": "u2"}, "status": status})
+    view = job_view(kind.__name__, {"metadata": {"name": "j", "uid": "u1"}, "status": status})
     assert view.sendable()[1] == view.log_seq
