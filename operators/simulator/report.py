@@ -22,6 +22,8 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
     from pathlib import Path
 
+    from matplotlib.figure import Figure
+
 REFERENCE_ORDER = ("Random", "DotProd", "Packing", "BestFit", "FGD")
 PUBLISHED_ORDER = ("Random", "DotProd", "Clustering", "Packing", "BestFit", "FGD")
 OURS = "Sluice"
@@ -203,9 +205,16 @@ def _plot_openb(
         ax.set_xlabel("arrived workload (% of GPU capacity)")
     np.ravel(axes)[0].legend(fontsize=7, loc="lower right")
     fig.tight_layout()
-    for suffix in (".svg", ".png"):
-        fig.savefig(stem.with_suffix(suffix), dpi=110)
+    _save(fig, stem)
     plt.close(fig)
+
+
+def _save(fig: Figure, stem: Path) -> None:
+    """SVG and PNG with no date and fixed element ids, so unchanged data leaves the files'
+    bytes (and the repository) unchanged."""
+    with matplotlib.rc_context({"svg.hashsalt": "sluice-quality"}):
+        fig.savefig(stem.with_suffix(".svg"), dpi=110, metadata={"Date": None})
+    fig.savefig(stem.with_suffix(".png"), dpi=110)
 
 
 LINGJUN_ROWS = (
