@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import json
 import random
+import re
 import threading
 import time
 from collections import defaultdict
@@ -147,8 +148,9 @@ def jobs(k8s: client.ApiClient, namespace: str, operators: dict[str, OperatorPro
     return Jobs(k8s, namespace, operators)
 
 
-def seq_of(message: str) -> int:
-    return int(message.split(" ", 1)[0].lstrip("#"))
+def seqs_of(message: str) -> list[int]:
+    """The `#seq` of each transition an Event tells (a job's transitions are coalesced)."""
+    return [int(seq) for seq in re.findall(r"(?:^|; )#(\d+) (?:job|task|pod) ", message)]
 
 
 def test_vcjob_main_task_completes_the_job_and_ttl_cleans_up(jobs: Jobs) -> None:
@@ -221,9 +223,7 @@ def test_restart_task_on_exit_code_then_failed_after_max_retry(jobs: Jobs) -> No
     assert seqs[-1] == status["transitionSeq"]
 
     def all_posted() -> list[int] | None:
-        posted = sorted(
-            seq_of(e.message) for e in jobs.events("VCJob", "flaky") if e.message[:1] == "#"
-        )
+        posted = sorted(s for e in jobs.events("VCJob", "flaky") for s in seqs_of(e.message))
         return posted if posted == list(range(1, status["transitionSeq"] + 1)) else None
 
     jobs.wait("an Event for every transition", all_posted, 30)

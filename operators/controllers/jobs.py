@@ -11,7 +11,13 @@ How it runs at scale (no handler writes to Pods, nothing persists per event):
   are written, no finalizers are added; the job's status (written by us) is the only state;
 - a reconcile worker takes dirty jobs, at most one reconcile per job at a time and at most one
   per `STATUS_INTERVAL` per job, so status writes coalesce to about one per job per second under
-  churn, and creates/deletes pods with bounded concurrency.
+  churn, and creates/deletes pods with bounded concurrency;
+- when more jobs are dirty than `RECONCILE_CONCURRENCY` reconciles can take, the oldest jobs (in
+  the order this process first saw them) go first: under overload the jobs already on their way
+  finish at the rate the operator and API server sustain, instead of every job's next step
+  queueing behind every newer job's (throughput collapsed to a fraction of that rate);
+- a job's transition Events are coalesced (`operators.jobs.coalesced_events`): at most one
+  Event write per job per `EVENT_INTERVAL`, carrying every transition since the last one.
 """
 
 from __future__ import annotations
@@ -19,6 +25,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import heapq
+import itertools
 import json
 import logging
 import time
@@ -39,6 +47,7 @@ from operators.controllers.kopf_runner import main as run_operator
 from operators.controllers.pod_watch import watch_pods
 from operators.jobs import pods as P
 from operators.jobs import presets
+from operators.jobs.coalesced_events import combine
 from operators.jobs.observed import GroupObs, PodObs, group_obs, pod_obs
 from operators.jobs.reconcile import (
     FINISHED_GROUP_PHASES,
@@ -61,11 +70,15 @@ STATUS_INTERVAL: Final = 1.0
 COUNT_INTERVAL = 5.0
 """Seconds between two counts of jobs by phase (`sluice_operator_objects`)."""
 RECONCILE_CONCURRENCY: Final = 16
+EVENT_INTERVAL: Final = 5.0
+"""Seconds between two transition Event writes of one job (the first is written at once)."""
 POD_CONCURRENCY: Final = 32
 """Pod creates/deletes in flight at once, over all jobs."""
 RECHECK_PROBLEMS: Final = 30.0
 """Seconds before a missing queue, pool, PriorityClass or sink is looked for again."""
 RETRY_AFTER_ERROR: Final = 5.0
+STOP_EVENTS_SECONDS: Final = 2.0
+"""On shutdown, how long the held-back transition Events get to be written."""
 FORGET_DELETES: Final = 300.0
 """Seconds after which a delete whose DELETED event never came (the pod was already gone) is
 forgotten."""
@@ -106,6 +119,12 @@ class JobState:
     group_spec: Mapping[str, Any] | None = None
     """The PodGroup spec this process last sent (created or patched with)."""
     group_created: bool = False
+    arrival: int = 0
+    """Order in which this process first saw the job: the older job is reconciled first."""
+    transitions: list[Event] = field(default_factory=list)
+    """Transition Events not yet written (`EVENT_INTERVAL`)."""
+    events_at: float = float("-inf")
+    """When this job's last transition Event was written (monotonic)."""
 
 
 KEPT_STATUS: Final = ("phase", "transitionsDelivered")
@@ -168,8 +187,11 @@ class JobsController:
         self.not_before: dict[Key, float] = {}
         self.timers: dict[Key, float] = {}
         self.running: set[Key] = set()
+        self.flush_due: dict[Key, float] = {}
+        self.event_interval = EVENT_INTERVAL
+        """Jobs with transition Events held back, and when they are written."""
         self.wake = asyncio.Event()
-        self._sem = asyncio.Semaphore(RECONCILE_CONCURRENCY)
+        self._arrivals = itertools.count()
         self._tasks: set[asyncio.Task[None]] = set()
 
     # -- watch side ---------------------------------------------------------------------------
@@ -189,7 +211,9 @@ class JobsController:
             "uid"
         ):
             # First sight (or a new job of the same name): what the status says was decided.
-            self.jobs[key] = JobState(kept(body), Memory.from_status(body.get("status")))
+            self.jobs[key] = JobState(
+                kept(body), Memory.from_status(body.get("status")), arrival=next(self._arrivals)
+            )
             self.mark(key)
             return
         old_generation = state.body.get("metadata", {}).get("generation")
@@ -203,7 +227,9 @@ class JobsController:
     def forget(self, key: Key) -> None:
         state = self.jobs.pop(key, None)
         if state is not None:
+            self._flush_events(key, state)  # a deleted job's last transitions still get told
             self.plugins.forget(str(state.body["metadata"].get("uid")))
+        self.flush_due.pop(key, None)
         self.dirty.discard(key)
         self.not_before.pop(key, None)
         self.timers.pop(key, None)
@@ -275,25 +301,33 @@ class JobsController:
                 if due <= now:
                     del self.timers[key]
                     self.mark(key)
-            ready = [
-                k
-                for k in self.dirty
-                if k not in self.running and self.not_before.get(k, 0.0) <= now
-            ]
-            for key in ready:
-                self.dirty.discard(key)
-                self.running.add(key)
-                task = asyncio.create_task(self._run_one(key), name=f"reconcile-{key[2]}")
-                self._tasks.add(task)
-                task.add_done_callback(self._tasks.discard)
-            waits = list(self.timers.values())
-            waits += [self.not_before.get(k, now) for k in self.dirty if k not in self.running]
+            for key, due in list(self.flush_due.items()):
+                if due <= now:
+                    del self.flush_due[key]
+                    if (state := self.jobs.get(key)) is not None:
+                        self._flush_events(key, state)
+            waits = [*self.timers.values(), *self.flush_due.values()]
+            free = RECONCILE_CONCURRENCY - len(self.running)
+            if free > 0:  # else a reconcile ending wakes this loop
+                waiting = [k for k in self.dirty if k not in self.running]
+                ready = [k for k in waiting if self.not_before.get(k, 0.0) <= now]
+                for key in heapq.nsmallest(free, ready, key=self._arrival):
+                    self.dirty.discard(key)
+                    self.running.add(key)
+                    task = asyncio.create_task(self._run_one(key), name=f"reconcile-{key[2]}")
+                    self._tasks.add(task)
+                    task.add_done_callback(self._tasks.discard)
+                if len(ready) <= free:
+                    waits += [self.not_before[k] for k in waiting if k in self.not_before]
             timeout = max(0.05, min(waits) - now) if waits else None
             self.wake.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.wake.wait(), timeout)
 
     async def stop(self) -> None:
+        for key, state in list(self.jobs.items()):
+            self._flush_events(key, state)
+        await self.events.drain(STOP_EVENTS_SECONDS)
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -301,10 +335,8 @@ class JobsController:
     async def _run_one(self, key: Key) -> None:
         started, ok = time.monotonic(), False
         try:
-            async with self._sem:
-                started = time.monotonic()
-                await self.reconcile(key)
-                ok = True
+            await self.reconcile(key)
+            ok = True
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -328,6 +360,10 @@ class JobsController:
             phase = str((state.body.get("status") or {}).get("phase") or "Pending")
             phases[phase] = phases.get(phase, 0) + 1
         self.ctx.metrics.count_objects("job", phases)
+
+    def _arrival(self, key: Key) -> int:
+        state = self.jobs.get(key)
+        return state.arrival if state is not None else -1
 
     def _pods_of(self, key: Key) -> list[PodObs]:
         return list(self.pods.get(key, {}).values())
@@ -498,7 +534,8 @@ class JobsController:
                 self.forget(key)
                 return
             state.written = written
-        self._post(body, plan.events)
+        self._post(body, [e for e in plan.events if not e.transition])
+        self._tell_transitions(key, state, [e for e in plan.events if e.transition])
         if plan.requeue_after is not None:
             due = time.monotonic() + plan.requeue_after
             self.timers[key] = min(self.timers.get(key, due), due)
@@ -510,6 +547,26 @@ class JobsController:
     def _wanted(self, key: Key, state: JobState) -> bool:
         """Whether this job (not a deleted one, nor a new one of its name) still exists."""
         return self.jobs.get(key) is state and not state.body["metadata"].get("deletionTimestamp")
+
+    def _tell_transitions(self, key: Key, state: JobState, events: Sequence[Event]) -> None:
+        """Transition Events: written at once if the job's last was written EVENT_INTERVAL ago,
+        else held and written together when the interval is over (`run`)."""
+        if not events:
+            return
+        state.transitions.extend(events)
+        due = state.events_at + self.event_interval
+        if time.monotonic() >= due:
+            self._flush_events(key, state)
+        elif key not in self.flush_due:
+            self.flush_due[key] = due
+            self.wake.set()
+
+    def _flush_events(self, key: Key, state: JobState) -> None:
+        self.flush_due.pop(key, None)
+        if state.transitions:
+            events, state.transitions = combine(state.transitions), []
+            state.events_at = time.monotonic()
+            self._post(state.body, events)
 
     def _post(self, body: Mapping[str, Any], events: Sequence[Event]) -> None:
         meta = body.get("metadata") or {}

@@ -204,6 +204,8 @@ class Event:
     type: str  # Normal / Warning
     reason: str
     message: str
+    transition: bool = False
+    """An entry of the transition log (the operator coalesces them per job: coalesced_events)."""
 
 
 @dataclass
@@ -693,7 +695,7 @@ def _plan(
             text += f" ({rec.reason})"
         if rec.message:
             text += f": {rec.message}"
-        step.events.append(Event(kind, f"{rec.level.value}{rec.to}", text))
+        step.events.append(Event(kind, f"{rec.level.value}{rec.to}", text, transition=True))
 
     counts = _count(p for p in step.obs.pods if p.version >= step.version)
     shown, omitted = bound_replica_rows(rows)

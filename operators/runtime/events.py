@@ -78,6 +78,11 @@ class EventRecorder:
         self._posted = RecentKeys(repeat_window)
         self._clock = clock
 
+    async def drain(self, within: float) -> None:
+        """Wait (at most `within` seconds) for the Events posted so far to be written."""
+        if self._tasks:
+            await asyncio.wait(list(self._tasks), timeout=within)
+
     @property
     def remembered(self) -> int:
         """How many recent Events are remembered for de-duplication (bounded)."""
