@@ -1,0 +1,42 @@
+"""The load's submitter (bench/soak.py `submit_at`) under backpressure: every scheduled
+submission is sent, none silently dropped; how far behind the schedule they started and the
+rate the API server accepted are reported."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from bench.soak import submit_at, writes_by_resource
+
+
+def test_an_api_server_slower_than_the_rate_delays_submissions_and_drops_none() -> None:
+    server = threading.Semaphore(2)  # takes two at a time, 20 ms each: 100 a second
+
+    def create(i: int) -> bool:
+        with server:
+            time.sleep(0.02)
+        return i % 10 != 9  # every tenth refused
+
+    sent = submit_at(create, rate=1000.0, seconds=0.1)
+    report = sent.report()
+    assert (sent.accepted, sent.refused, len(sent.behind)) == (90, 10, 100)
+    assert report["behind_schedule_seconds_max"] >= 0.5  # 100 at 100/s, scheduled within 0.1 s
+    assert report["accepted_per_second"] < 200
+    assert sent.seconds >= 0.9
+
+
+def test_an_api_server_that_keeps_up_leaves_nothing_behind() -> None:
+    sent = submit_at(lambda _: True, rate=100.0, seconds=0.2)
+    assert sent.accepted == 20
+    assert sent.report()["behind_schedule_seconds_p50"] < 0.05
+
+
+def test_writes_are_counted_by_resource_from_the_api_servers_metrics() -> None:
+    metrics = """
+apiserver_request_total{code="201",resource="events",verb="POST"} 7
+apiserver_request_total{code="409",resource="events",verb="POST"} 1
+apiserver_request_total{code="200",resource="vcjobs",subresource="status",verb="PATCH"} 3
+apiserver_request_total{code="200",resource="vcjobs",verb="LIST"} 50
+"""
+    assert writes_by_resource(metrics) == {"events": 8.0, "vcjobs/status": 3.0}
