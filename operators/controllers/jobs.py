@@ -42,7 +42,7 @@ from operators.api.batch import HybridJob, JobPhase, TransitionLevel, VCJob
 from operators.api.scheduling import PodGroup, Pool, Queue
 from operators.controllers import jobs_apply as AP
 from operators.controllers.jobs_plugins import Plugins
-from operators.controllers.kopf_runner import KopfOperator, OperatorContext
+from operators.controllers.kopf_runner import KopfOperator, OperatorContext, events_only
 from operators.controllers.kopf_runner import main as run_operator
 from operators.controllers.pod_watch import watch_pods
 from operators.jobs import pods as P
@@ -627,6 +627,7 @@ OPERATOR = KopfOperator(
     "jobs",
     register,
     description="HybridJob and VCJob -> PodGroup + pods (the job core), with plugins and presets.",
+    configure=events_only,
     health_port=8081,
 )
 

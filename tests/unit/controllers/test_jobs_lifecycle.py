@@ -19,7 +19,7 @@ from operators.controllers import jobs as jobs_operator
 from operators.controllers.jobs import STATUS_INTERVAL, JobsController, job_pod
 from operators.controllers.jobs_apply import Applier, job_path
 from operators.controllers.kopf_discovery import served_selectors
-from operators.controllers.kopf_runner import KopfSettings
+from operators.controllers.kopf_runner import KopfSettings, kopf_settings
 from operators.runtime.client import ApiError, KubeClient
 from operators.runtime.operator_metrics import OperatorMetrics
 
@@ -307,6 +307,11 @@ def test_the_operator_gives_kopf_nothing_to_write_on_pods_nodes_or_jobs() -> Non
     assert registry._spawning.get_all_handlers() == []
     watched = {s.plural or s.any_name for s in served_selectors(registry)}
     assert watched == {"vcjobs", "hybridjobs", PodGroup.plural}
+    # So kopf's diff base (a deep copy of each event's object) has no reader: none is built.
+    settings = kopf_settings(jobs_operator.OPERATOR, KopfSettings())
+    body = kopf.Body(cast(kopf.RawBody, vcjob(1) | {"status": {"transitions": [{"seq": 1}] * 64}}))
+    assert settings.persistence.diffbase_storage.build(body=body) == {}
+    assert settings.persistence.diffbase_storage.fetch(body=body) is None
 
 
 async def test_a_job_changing_all_the_time_is_reconciled_at_most_once_per_interval() -> None:
