@@ -208,10 +208,10 @@ def vcjob_creator(custom: client.CustomObjectsApi, ns: str) -> Callable[[int], b
                 ns,
                 VCJob.plural,
                 vcjob(i, template),
-                _preload_content=False,  # the answer unread: the bench's CPU goes to sending
+                _preload_content=False,  # the answer not parsed: the bench's CPU goes to sending
             )
-            resp.release_conn()
-        except client.ApiException:
+            _ = resp.data  # read whole, so the connection goes back to the pool clean
+        except (client.ApiException, urllib3.exceptions.HTTPError):
             return False
         return True
 
@@ -381,6 +381,7 @@ def main(argv: list[str] | None = None) -> int:
             result["fault_rounds"] = fault_rounds(cluster, args, logs)
         if "load" not in args.skip:
             result["load"] = load(cluster, args, logs / "load")
+            print(json.dumps({"load": result["load"]}), flush=True)
         if "ceiling" not in args.skip:
             result["api_ceiling"] = api_ceiling(cluster, args.ceiling_seconds)
     print(json.dumps(result, indent=2), flush=True)
