@@ -211,6 +211,8 @@ class JobsController:
             "uid"
         ):
             # First sight (or a new job of the same name): what the status says was decided.
+            if state is not None:
+                self._flush_events(key, state)  # the old job's last transitions still get told
             self.jobs[key] = JobState(
                 kept(body), Memory.from_status(body.get("status")), arrival=next(self._arrivals)
             )

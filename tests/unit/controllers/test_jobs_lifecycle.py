@@ -404,3 +404,19 @@ async def test_a_jobs_transitions_are_told_in_a_few_events_none_lost() -> None:
     assert seqs == list(range(1, status["transitionSeq"] + 1))
     assert len(seqs) == 11
     assert [e["reason"] for e in api.events] == ["JobPending", "JobRunning", "JobCompleted"]
+
+
+async def test_a_job_replaced_by_one_of_its_name_still_tells_its_held_transitions() -> None:
+    api = Api()
+    op = Operator(api)
+    op.c.event_interval = 3600.0
+    op.job(vcjob(1, replicas=1))
+    await op.step()
+    op.group("Inqueue")
+    await op.step()  # JobInqueue: held
+    successor = vcjob(1, replicas=1)
+    successor["metadata"]["uid"] = "u2"
+    op.job(successor)
+    await op.c.events.drain(5)
+    told = [e["message"] for e in api.events if e["involvedObject"]["uid"] == "u1"]
+    assert any("-> Inqueue" in m for m in told)
