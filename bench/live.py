@@ -57,6 +57,7 @@ from operators.api.scheduling import PodGroup
 from operators.runtime import kubeconfig
 from operators.runtime.client import ApiError, JsonDict, KubeClient
 from operators.runtime.informer import Informer, WatchedKind
+from operators.runtime.settings import SchedulerSettings
 
 PODS = f"/api/v1/namespaces/{NAMESPACE}/pods"
 GROUPS = PodGroup.api_path(NAMESPACE)
@@ -359,7 +360,9 @@ class Bench:
                         started = s.started
                         ready_at = await s.ready_after()
                         await seen.wait_for(set(names), self.patience)
-                        await asyncio.sleep(1.0)  # let the echoes of its last writes arrive
+                        # Let its last writes land: the counts it holds back come when their
+                        # interval runs out (the times above are taken already).
+                        await asyncio.sleep(SchedulerSettings.status_count_interval_seconds + 1.0)
                         text = s.metrics()
                     self.peak_rss = max(self.peak_rss, s.peak_rss)
                     times = [seen.at[n] for n in names]

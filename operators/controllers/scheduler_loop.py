@@ -196,6 +196,7 @@ class SchedulerOperator:
             self.cache,
             self.metrics,
             s.status_concurrency,
+            count_interval=s.status_count_interval_seconds,
             warn=lambda uid, reason, text: events.post(
                 applier.involved(uid), "Warning", reason, text
             ),

@@ -6,9 +6,13 @@ writer's own fields, so two writers never overwrite each other.
 
 Each cycle computes the desired status of every live group from the cache and the session's
 output, compares it with what the API already holds (as last seen by the watch), and writes only
-what differs: at most one merge-patch per object per cycle, none when nothing changed. Messages
-that change while the reason stays the same are written at most every `message_interval` seconds,
-so an explanation with a moving figure in it cannot become a write storm.
+what differs: at most one merge-patch per object per cycle, none when nothing changed. Two kinds
+of change are held back so that they cannot become a write storm: messages that change while the
+reason stays the same (at most every `message_interval` seconds: an explanation with a moving
+figure in it) and changes of the member counts alone (at most every `count_interval` seconds: a
+small gang's pods are bound and turn Running one by one). A held-back change is not dropped: a
+timer asks for a pass over the group when its interval has run out, so the last value lands
+even if nothing else happens. Phase, condition and delayed-preemption changes go out at once.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import asyncio
 import dataclasses
 import functools
 import logging
+import math
 from collections.abc import Callable, Iterable, Mapping
 from decimal import Decimal
 from typing import Any, Literal
@@ -201,6 +206,12 @@ def _comparable(status: Mapping[str, Any]) -> Any:
     )
 
 
+def _counts_only(desired: Mapping[str, Any], held: Mapping[str, Any]) -> bool:
+    """Whether `desired` differs from `held` in the member counts and nothing else compared."""
+    a, b = _comparable(desired), _comparable(held)
+    return bool(a[0] == b[0] and a[3:] == b[3:])
+
+
 def _messages(status: Mapping[str, Any]) -> Any:
     return tuple(
         sorted((str(c.get("type")), c.get("message")) for c in status.get("conditions") or [])
@@ -241,6 +252,7 @@ class StatusWriter:
         message_interval: float = 10.0,
         warn: Warn | None = None,
         retry_seconds: float = 1.0,
+        count_interval: float = 0.0,
     ) -> None:
         self.client = client
         self.cache = cache
@@ -251,8 +263,12 @@ class StatusWriter:
         # write's end asks for another pass (its watch echo may have come before the answer, and
         # then nothing else would).
         self._owed: dict[str, tuple[str, str]] = {}
-        self._last_message_write: dict[str, float] = {}
+        # object key (group uid, `pod/<uid>`) -> when its status was last written
+        self._last_write: dict[str, float] = {}
         self._message_interval = message_interval
+        self._count_interval = count_interval
+        # group uid -> the timer that asks for a pass once a held-back change may be written
+        self._held: dict[str, asyncio.TimerHandle] = {}
         self._warn = warn
         self._tasks: set[asyncio.Task[None]] = set()
         self._last_queue: dict[str, Any] = {}
@@ -439,8 +455,8 @@ class StatusWriter:
             items = list(self.cache.groups.items())
             # A full pass: forget message-throttle times of groups that no longer exist.
             live = {rec.uid for _, rec in items}
-            for uid in [u for u in self._last_message_write if u not in live]:
-                del self._last_message_write[uid]
+            for uid in [u for u in self._last_write if u not in live]:
+                del self._last_write[uid]
             for uid in [u for u in self._sent if u not in live]:
                 del self._sent[uid]
         else:
@@ -489,13 +505,19 @@ class StatusWriter:
             # or lost its answer is sent again unless the watch shows it arrived.
             sent = self._sent.get(rec.uid)
             held = old if sent is None or sent.confirmed else rec.status
-            if _comparable(desired) == _comparable(held) and rec.uid not in moved and not evicted:
-                if _messages(desired) == _messages(held):
+            if rec.uid not in moved and not evicted:
+                if _comparable(desired) == _comparable(held):
+                    if _messages(desired) == _messages(held):
+                        continue
+                    if self._hold(rec.uid, key, now, self._message_interval):
+                        continue
+                elif _counts_only(desired, held) and self._hold(
+                    rec.uid, key, now, self._count_interval
+                ):
                     continue
-                last = self._last_message_write.get(rec.uid, 0.0)
-                if now - last < self._message_interval:
-                    continue
-            self._last_message_write[rec.uid] = now
+            self._last_write[rec.uid] = now
+            if (timer := self._held.pop(rec.uid, None)) is not None:
+                timer.cancel()
             self._sent[rec.uid] = _Sent({f: desired[f] for f in SOLE_FIELDS if f in desired})
             self.cache.expect_group_status(rec.uid, desired)
             body = dict(desired)
@@ -509,6 +531,23 @@ class StatusWriter:
             if missing_pool and self._warn is not None and not _has_true(old, "PoolFallback"):
                 self._warn(rec.uid, POOL_NOT_FOUND, pool_fallback_message(missing_pool))
         return written
+
+    def _hold(self, group_uid: str, key: tuple[str, str], now: float, interval: float) -> bool:
+        """Whether a change of this group must wait, the group having been written less than
+        `interval` seconds ago; if so, a timer asks for a pass over it once it may be written
+        (one timer per group: the pass it brings writes whatever is newest by then)."""
+        wait = self._last_write.get(group_uid, -math.inf) + interval - now
+        if wait <= 0:
+            return False
+        if group_uid not in self._held:
+            self._held[group_uid] = asyncio.get_running_loop().call_later(
+                wait, self._release, group_uid, key
+            )
+        return True
+
+    def _release(self, group_uid: str, key: tuple[str, str]) -> None:
+        del self._held[group_uid]
+        self.cache.status_owed(key)
 
     def _stamped(self, group_uid: str, stamp: dict[str, Any]) -> None:
         """A lastEviction is in the API: forget it (unless a newer one came meanwhile). A failed
@@ -594,10 +633,10 @@ class StatusWriter:
             message = text[:1024]
             if self._last_pod_reason.get(pod_uid) == message or key in self._in_flight:
                 continue
-            last = self._last_message_write.get(key, 0.0)
+            last = self._last_write.get(key, 0.0)
             if pod_uid in self._last_pod_reason and now - last < self._message_interval:
                 continue
-            self._last_message_write[key] = now
+            self._last_write[key] = now
             condition = {
                 "type": "PodScheduled",
                 "status": "False",
@@ -616,7 +655,7 @@ class StatusWriter:
         if fresh:  # once per session: both walks are as long as the cluster's pod list
             for uid in [u for u in self._last_pod_reason if u not in self.cache.pods]:
                 del self._last_pod_reason[uid]
-                self._last_message_write.pop(f"pod/{uid}", None)
+                self._last_write.pop(f"pod/{uid}", None)
             self._pool_warned.intersection_update(self.cache.pods)
         return written
 
@@ -672,6 +711,9 @@ class StatusWriter:
         for task in tasks:
             task.cancel()
         self._latest.clear()
+        for timer in self._held.values():
+            timer.cancel()
+        self._held.clear()
         self._sent.clear()  # a new leader may write them: the watch is the truth again
         self._owed.clear()
         return len(tasks)

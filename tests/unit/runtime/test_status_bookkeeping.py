@@ -72,12 +72,12 @@ async def test_throttle_times_and_implicit_marks_of_vanished_objects_are_pruned(
     mark = D.MarkWillEvict(victim="pod:uid-plain", preemptor="pg-g", deadline=100.0)
     writer.write_groups(SessionResult(decisions=(mark,), explanations={}), 1.0, "t")
     await writer.drain()
-    assert set(writer._last_message_write) == {"pg-g"}
+    assert set(writer._last_write) == {"pg-g"}
     assert set(writer.implicit_marks) == {"pod:uid-plain"}
     h.cache.on_podgroup("DELETED", ("ns", "g"), None, h.groups.pop(("ns", "g")))
     h.delete_pod("plain")
     writer.write_groups(SessionResult(decisions=(), explanations={}), 2.0, "t")
-    assert writer._last_message_write == {}
+    assert writer._last_write == {}
     assert writer.implicit_marks == {}
 
 
