@@ -492,9 +492,7 @@ class SchedulerOperator:
         )
         if unschedulable:
             m.attempts.labels(result="unschedulable").inc(unschedulable)
-        m.pending_pods.clear()
-        for queue, n in self.cache.pending_by_queue().items():
-            m.pending_pods.labels(queue=queue).set(n)
+        m.replace(m.pending_pods, {(q,): n for q, n in self.cache.pending_by_queue().items()})
         m.assumed_pods.set(len(self.cache.assumed))
         self._export_triggers()
         m.observe_quota(result.queues, result.pools)

@@ -68,3 +68,18 @@ def test_waiting_groups_get_their_queue_position_until_they_leave_the_line() -> 
     m.observe_quota({"research": dataclasses.replace(queue, waiting=line[1:2])}, {})
     assert sample(m, "sluice_podgroup_queue_position", **where, podgroup="job-1") == 1
     assert sample(m, "sluice_podgroup_queue_position", **where, podgroup="job-0") is None
+
+
+def test_a_series_that_stays_is_updated_in_place() -> None:
+    """The line moves every session while pods arrive: the series of groups still in it are
+    set, not built again (clearing and re-adding 500 of them was 9 % of the event loop)."""
+    m = SchedulerMetrics()
+    line = tuple(("ns", f"job-{i}") for i in range(3))
+    queue = QueueStatus(deserved={}, allocated={}, pending=0, inqueue=3, running=0, waiting=line)
+    m.observe_quota({"research": queue}, {})
+    kept = m.queue_position.labels("ns", "job-2", "research")
+    m.observe_quota({"research": dataclasses.replace(queue, waiting=line[1:])}, {})
+    assert m.queue_position.labels("ns", "job-2", "research") is kept
+    where = {"namespace": "ns", "queue": "research"}
+    assert sample(m, "sluice_podgroup_queue_position", **where, podgroup="job-2") == 2
+    assert sample(m, "sluice_podgroup_queue_position", **where, podgroup="job-0") is None
