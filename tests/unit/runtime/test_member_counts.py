@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from operators.runtime.cache import SchedulerCache
@@ -82,3 +82,47 @@ def test_a_gangs_counts_follow_its_pods() -> None:
     h.delete_pod("y")
     assert h.cache.member_counts("pg-g") == (0, 0, 0)
     assert h.cache.member_counts("pod:nobody") == (0, 0, 0)
+
+
+def walked_orphans(cache: SchedulerCache) -> set[str]:
+    return {
+        rec.uid
+        for rec in cache.pods.values()
+        if rec.group_name
+        and (rec.namespace, rec.group_name) not in cache.groups
+        and rec.scheduler_name == cache.scheduler_name
+        and not rec.node_name
+        and not rec.deleting
+    }
+
+
+@settings(max_examples=60, deadline=None)
+@given(steps, st.lists(st.tuples(st.sampled_from(("a", "b")), st.booleans()), max_size=20))
+@example(  # a group deleted under its waiting pod, then created again
+    [(0, "a", "", "Pending", False, False)] * 3, [("a", False), ("a", True), ("a", False)]
+)
+def test_orphans_are_the_waiting_pods_whose_podgroup_does_not_exist(
+    sequence: list[Step], group_events: list[tuple[str, bool]]
+) -> None:
+    """orphans() reads a kept set of the group keys with pods and no PodGroup; here against
+    the walk over every pod, as PodGroups are deleted and created under their pods."""
+    h = Harness()
+    h.group(podgroup("a", min_member=2))
+    for n, (i, group, node, phase, deleting, delete) in enumerate(sequence):
+        name = f"p{i}"
+        if delete:
+            if ("ns", name) in h.pods:
+                h.delete_pod(name)
+        else:
+            raw: dict[str, Any] = pod_obj(name, group=group, node=node, phase=phase, uid=name)
+            if deleting:
+                raw["metadata"]["deletionTimestamp"] = "2026-11-24T10:00:00Z"
+            h.pod(raw)
+        if n < len(group_events):
+            group_name, create = group_events[n]
+            key = ("ns", group_name)
+            if create:
+                h.group(podgroup(group_name, min_member=2))
+            elif key in h.groups:
+                h.cache.on_podgroup("DELETED", key, None, h.groups.pop(key))
+        assert {rec.uid for rec in h.cache.orphans()} == walked_orphans(h.cache)
