@@ -11,7 +11,8 @@ round by round so that the machine's moods fall on all of them alike:
   not fit); one running pod is deleted and the session that follows is timed from Sluice's
   metrics, as is how many sessions run while nothing changes;
 * arrival: Sluice running while pods arrive at a fixed rate in mixed gangs (1, 2, 4, 8 pods);
-  creation -> bound latency per pod, p50 and p99;
+  creation -> bound latency per pod, p50 and p99; the pods run to the end of the run, or
+  `--lifetime` seconds each (then the cluster levels off);
 * peak RSS of the Sluice process (VmHWM) over its runs.
 
 Times come from one watch on the bench namespace (when each pod is first seen bound), the same
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import contextlib
 import dataclasses
 import datetime
@@ -62,6 +64,8 @@ from operators.runtime.settings import SchedulerSettings
 PODS = f"/api/v1/namespaces/{NAMESPACE}/pods"
 GROUPS = PodGroup.api_path(NAMESPACE)
 GROUP_ANNOTATION = "scheduling.sluice.dev/pod-group"
+COMPLETE_AFTER = "sluice.dev/complete-after"  # kwok: the pod succeeds this long after it runs
+GROUP_TTL = 5.0  # arrival --lifetime: a finished gang's PodGroup is deleted this much later
 
 
 async def create_retrying(client: KubeClient, path: str, body: JsonDict) -> None:
@@ -300,8 +304,10 @@ class Bench:
         scheduler: str,
         cpu: str = "100m",
         gangs: bool = False,
+        complete_after: float = 0.0,
     ) -> list[str]:
-        """Pods in groups of `sizes` (PodGroups when `gangs`); returns the pod names."""
+        """Pods in groups of `sizes` (PodGroups when `gangs`); returns the pod names. With
+        `complete_after`, kwok lets each pod succeed that many seconds after it runs."""
         self.seq += 1
         prefix = f"{prefix}-{self.tag}{self.seq}"
         names: list[str] = []
@@ -320,6 +326,8 @@ class Bench:
                 name = f"{group}-{i:05d}"
                 names.append(name)
                 annotations = {GROUP_ANNOTATION: group} if gangs else {}
+                if complete_after:
+                    annotations[COMPLETE_AFTER] = f"{complete_after:g}s"
                 bodies.append(pod_body(name, scheduler, cpu=cpu, annotations=annotations))
 
         async def post(body: JsonDict) -> None:
@@ -404,10 +412,27 @@ class Bench:
         finally:
             await self.clean()
 
-    async def arrival(self, rate: float, seconds: float) -> Arrival:
-        """Sluice running while mixed gangs (1, 2, 4, 8 pods) arrive at `rate` pods/s."""
+    async def arrival(self, rate: float, seconds: float, lifetime: float = 0.0) -> Arrival:
+        """Sluice running while mixed gangs (1, 2, 4, 8 pods) arrive at `rate` pods/s. With a
+        `lifetime`, each pod succeeds that long after it runs (kwok) and its PodGroup is
+        deleted once all of them have (a finished job cleaned up; no podgroup operator runs
+        here), so the cluster levels off at about rate x lifetime pods; without, every pod runs
+        on and the cluster fills up for the whole run."""
         shapes = (1, 2, 4, 8)
         created: dict[str, float] = {}
+        batches: collections.deque[list[str]] = collections.deque()  # pods, oldest first
+        cleaners: set[asyncio.Task[Any]] = set()
+
+        async def delete_groups(pods: list[str]) -> None:
+            for group in sorted({n.rsplit("-", 1)[0] for n in pods}):
+                with contextlib.suppress(ApiError):
+                    await self.client.request("DELETE", f"{GROUPS}/{group}")
+
+        def finished(pods: list[str], now: float) -> bool:
+            """Every pod bound and run its lifetime (a pod not bound yet keeps its group)."""
+            bound = [seen.at.get(n) for n in pods]
+            return all(t is not None and t + lifetime + GROUP_TTL <= now for t in bound)
+
         try:
             async with (
                 BoundTimes(self.client) as seen,
@@ -422,18 +447,33 @@ class Bench:
                     while made + sum(sizes) < due:
                         sizes.append(shapes[(tick + len(sizes)) % len(shapes)])
                     if sizes:
-                        names = await self.create("arr", sizes, "sluice", gangs=True)
+                        names = await self.create(
+                            "arr", sizes, "sluice", gangs=True, complete_after=lifetime
+                        )
                         created.update((n, self.created_at[n]) for n in names)
                         made += len(names)
                         tick += 1
+                        if lifetime:
+                            batches.append(names)
+                    while batches and finished(batches[0], time.monotonic()):
+                        task = asyncio.create_task(delete_groups(batches.popleft()))
+                        cleaners.add(task)
+                        task.add_done_callback(cleaners.discard)
                     await asyncio.sleep(0.05)
                 await seen.wait_for(set(created), self.patience)
             self.peak_rss = max(self.peak_rss, s.peak_rss)
             latency = sorted(seen.at[n] - t for n, t in created.items())
             return Arrival(
-                rate, seconds, len(latency), percentile(latency, 50), percentile(latency, 99)
+                rate,
+                seconds,
+                len(latency),
+                percentile(latency, 50),
+                percentile(latency, 99),
+                lifetime,
             )
         finally:
+            for task in cleaners:
+                task.cancel()
             await self.clean()
 
 
@@ -499,6 +539,7 @@ class Arrival:
     pods: int
     p50: float
     p99: float
+    lifetime: float = 0.0  # seconds each pod runs; 0: until the end of the run
 
 
 # ------------------------------------------------------------------------------------------------
@@ -520,6 +561,7 @@ class Settings:
     quiet: float = 20.0
     rate: float = 200.0
     seconds: float = 300.0  # 0 leaves sustained arrival out
+    lifetime: float = 0.0  # arrival: each pod runs this long, then succeeds; 0: runs on
     kube_scheduler: bool = True
     # A source tree (e.g. `git worktree add /tmp/base main`) whose scheduler runs as a second
     # Sluice contestant in the burst and gang scenarios: before/after in one run.
@@ -560,7 +602,7 @@ async def run(bench: Bench, nodes: list[str], s: Settings) -> dict[str, Any]:
         loads.append(os.getloadavg()[0])
     steady = await bench.steady(nodes, s.per_node, s.pending, s.quiet) if s.per_node else None
     print(f"steady: {steady}", flush=True)
-    arrival = await bench.arrival(s.rate, s.seconds) if s.seconds else None
+    arrival = await bench.arrival(s.rate, s.seconds, s.lifetime) if s.seconds else None
     print(f"arrival: {arrival}", flush=True)
     loads.append(os.getloadavg()[0])
     return {
@@ -663,7 +705,14 @@ def report(result: Mapping[str, Any], s: Settings, command: str, where: str) -> 
     if ar is not None:
         lines.append(
             f"Sustained arrival: {ar.pods} pods in mixed gangs (1/2/4/8) at {ar.rate:.0f} pods/s "
-            f"for {ar.seconds:.0f} s: creation -> bound p50 {ar.p50:.2f} s, p99 {ar.p99:.2f} s."
+            f"for {ar.seconds:.0f} s, "
+            + (
+                f"each pod running {ar.lifetime:g} s (the cluster levels off at about "
+                f"{ar.rate * ar.lifetime:.0f} pods)"
+                if ar.lifetime
+                else "every pod running to the end (the cluster fills up)"
+            )
+            + f": creation -> bound p50 {ar.p50:.2f} s, p99 {ar.p99:.2f} s."
         )
     lines += [
         f"Peak RSS of the Sluice scheduler process over these runs: {result['peak_rss']:.0f} MiB.",

@@ -49,3 +49,20 @@ def test_zero_rounds_report_the_arrival_alone() -> None:
     assert "| pods | contestant |" not in text
     assert "59559 pods in mixed gangs (1/2/4/8) at 200 pods/s for 300 s" in text
     assert "p50 34.76 s, p99 72.65 s" in text
+    assert "every pod running to the end (the cluster fills up)" in text
+
+
+def test_an_arrival_with_a_lifetime_says_where_the_cluster_levels_off() -> None:
+    _, settings = live.parse(["--kubeconfig", "kc", "--rounds", "0", "--lifetime", "60"])
+    assert settings.lifetime == 60.0
+    result: dict[str, Any] = {
+        "plain": {},
+        "gangs": {},
+        "jobs": {},
+        "steady": None,
+        "arrival": live.Arrival(200.0, 300.0, 60000, 0.5, 1.5, lifetime=60.0),
+        "loads": [2.0, 3.0],
+        "peak_rss": 300.0,
+    }
+    text = live.report(result, settings, "python -m bench.live --lifetime 60", "a cluster")
+    assert "each pod running 60 s (the cluster levels off at about 12000 pods)" in text
