@@ -44,7 +44,8 @@ def walked(cache: SchedulerCache, pod_uid: str) -> str | None:
     if mine is None:
         return "its assumed room was given up while the binding waited"
     where = cache.nodes[mine.node]
-    used, cards = dict(rec.requests), {}
+    used: dict[str, int] = dict(rec.requests)
+    cards: dict[int, int] = {}
     others: list[tuple[R.PodRecord, tuple[int, ...]]] = []
     for other in cache.pods.values():
         if other.uid == pod_uid:
