@@ -12,6 +12,7 @@ from operators.scheduler.decisions import EvictReason, ReasonCode
 from operators.scheduler.session import DEFAULT_ACTIONS, ActionName
 from operators.scheduler.snapshot import (
     GPU,
+    GPU_MILLI_PER_CARD,
     GroupPhase,
     LabelSelector,
     PodGroup,
@@ -151,30 +152,207 @@ def test_no_plan_when_the_moved_job_cannot_be_placed_again() -> None:
     assert not evictions(run_session(snap))
 
 
+def _fixed(uid: str, created: float) -> PodGroup:
+    """A running job that may not move (``preemptible: false``)."""
+    return group(
+        uid, phase=GroupPhase.RUNNING, created=created, preemptible=False, max_unavailable=0
+    )
+
+
+def test_a_mover_with_no_room_elsewhere_is_left_out() -> None:
+    """n0's 1-GPU job x is the cheapest move, but its 28 CPUs fit on no other node, so a plan
+    through n0 cannot hold; n1's 2-GPU job y can go to n2. With one node searched per gang
+    the search must not spend it on n0 (before the mover filter it did, and nothing moved)."""
+    snap = Snapshot(
+        now=0.0,
+        nodes=tuple(node(f"n{i}", cpu=32, gpus=4) for i in range(3)),
+        groups=(
+            group("x", phase=GroupPhase.RUNNING, created=1.0),
+            _fixed("p", created=1.0),
+            group("y", phase=GroupPhase.RUNNING, created=2.0),
+            _fixed("q", created=2.0),
+            _fixed("r", created=2.0),
+            group("big", created=3.0),
+        ),
+        tasks=(
+            *tasks("x", 1, cpu=28, gpus=1, on=["n0"], gpu_ids=(0,)),
+            *tasks("p", 1, cpu=1, gpus=2, on=["n0"], gpu_ids=(1, 2)),
+            *tasks("y", 1, cpu=1, gpus=2, on=["n1"], gpu_ids=(0, 1)),
+            *tasks("q", 1, cpu=4, gpus=1, on=["n1"], gpu_ids=(2,)),
+            *tasks("r", 1, cpu=20, gpus=2, on=["n2"], gpu_ids=(0, 1)),
+            *tasks("big", 1, cpu=20, gpus=2),
+        ),
+    )
+    config = SessionConfig(max_consolidation_nodes=1)
+    result = run_session(snap, config)
+    assert [e.group for e in evictions(result)] == ["y"]
+    assert {n.node for n in nominations(result)} == {"n1"}
+    after = run_session(advance(snap, result, 1.0), config)
+    assert {b.group: b.node for b in binds(after)} == {"big": "n1", "y": "n2"}
+
+
+def test_a_later_plan_keeps_room_for_jobs_moved_by_an_earlier_one() -> None:
+    """Three 4-GPU nodes, 2 GPUs idle on each (a on n0, b on n1, a fixed job on n2); gangs g1
+    and g2 of 4 GPUs. g1's plan moves a (to n1 or n2). g2's plan could move b to n2, but then
+    a and b both need the last 2 idle GPUs: one would be lost. So g2 waits (before, both
+    plans were taken, each checked without the other's moved job)."""
+    snap = Snapshot(
+        now=0.0,
+        nodes=tuple(node(f"n{i}", cpu=32, gpus=4) for i in range(3)),
+        groups=(
+            group("a", phase=GroupPhase.RUNNING, created=1.0),
+            group("b", phase=GroupPhase.RUNNING, created=1.0),
+            _fixed("f", created=1.0),
+            group("g1", created=3.0),
+            group("g2", created=4.0),
+        ),
+        tasks=(
+            *tasks("a", 1, gpus=2, on=["n0"], gpu_ids=(0, 1)),
+            *tasks("b", 1, gpus=2, on=["n1"], gpu_ids=(0, 1)),
+            *tasks("f", 1, gpus=2, on=["n2"], gpu_ids=(0, 1)),
+            *tasks("g1", 1, gpus=4),
+            *tasks("g2", 1, gpus=4),
+        ),
+    )
+    result = run_session(snap)
+    [moved] = evictions(result)
+    assert moved.group == "a"
+    assert {n.group for n in nominations(result)} == {"g1"}
+    assert "(2 GPU(s))" in result.explanations["g1"].message
+
+
+def _shared(uid: str, milli: int, on: str, card: int, cpu: int = 1) -> list[Task]:
+    return tasks(uid, 1, cpu=cpu, gpu_milli=milli, on=[on], gpu_ids=(card,))
+
+
+def _cards(
+    running: list[tuple[str, list[Task]]], fixed: set[str], pending: list[Task], **node_gpus: int
+) -> Snapshot:
+    """Nodes ``name=cards`` (8 CPUs each), running one-pod jobs (``fixed`` ones may not move)
+    and one pending group ``w``."""
+    groups = [
+        _fixed(uid, created=float(i))
+        if uid in fixed
+        else group(uid, phase=GroupPhase.RUNNING, created=float(i))
+        for i, (uid, _) in enumerate(running)
+    ]
+    return Snapshot(
+        now=0.0,
+        nodes=tuple(node(name, cpu=8, gpus=gpus) for name, gpus in node_gpus.items()),
+        groups=(*groups, group("w", created=100.0)),
+        tasks=(*(t for _, ts in running for t in ts), *pending),
+    )
+
+
+def _moves_then_places(snap: Snapshot) -> tuple[set[str], str]:
+    """Who moves for ``w`` and where it is nominated; then every moved job is placed again."""
+    result = run_session(snap)
+    moved = {e.group for e in evictions(result)}
+    [nominated] = {n.node for n in nominations(result)}
+    again = run_session(advance(snap, result, 1.0))
+    assert moved | {"w"} <= {b.group for b in binds(again)}
+    return moved, nominated
+
+
+def test_a_share_counts_as_its_fraction_of_a_card() -> None:
+    """n0: x holds card 0, s half of card 1; n1 has a whole free card but no CPU left for w.
+    Either move opens a card for w (1 card) and both have room on n1: moving s relocates half
+    a GPU, x a whole one (before, a share counted as a whole card: x moved, first on the tie)."""
+    snap = _cards(
+        [
+            ("x", tasks("x", 1, gpus=1, on=["n0"], gpu_ids=(0,))),
+            ("s", _shared("s", 500, "n0", 1)),
+            ("hog", _shared("hog", 500, "n1", 1, cpu=7)),
+        ],
+        {"hog"},
+        tasks("w", 1, cpu=4, gpus=1),
+        n0=2,
+        n1=2,
+    )
+    assert _moves_then_places(snap) == ({"s"}, "n0")
+
+
+def test_room_for_a_share_is_judged_per_card() -> None:
+    """w asks 600 milli of one card. n0 has 300 free on card 0 (a 200, e 500) and 400 on card 1
+    (b 600): 700 in total, 600 on no card. Moving e opens 800 on card 0 and e fits n1's free
+    half card; moving a opens only 500 (before, summed room made any single move look
+    enough: a, first on the tie, moved, w still did not fit, and nothing moved)."""
+    snap = _cards(
+        [
+            ("a", _shared("a", 200, "n0", 0)),
+            ("e", _shared("e", 500, "n0", 0)),
+            ("b", _shared("b", 600, "n0", 1)),
+            ("f", _shared("f", 500, "n1", 0)),
+        ],
+        {"f"},
+        tasks("w", 1, gpu_milli=600),
+        n0=2,
+        n1=1,
+    )
+    assert _moves_then_places(snap) == ({"e"}, "n0")
+
+
+def test_shares_are_gathered_to_free_whole_cards() -> None:
+    """w asks 2 whole cards. On n0, x holds card 0, s1 half of card 1, s2 and s3 0.3 each of
+    card 2, card 3 is not movable; n1 has one whole free card (w needs two) and two partly
+    free cards. Clearing cards 1 and 2 moves 1.1 GPUs of shares; cards 0 and 1 would move
+    1.5 (before, x and s1 moved: shares counted as whole cards)."""
+    snap = _cards(
+        [
+            ("x", tasks("x", 1, gpus=1, on=["n0"], gpu_ids=(0,))),
+            ("s1", _shared("s1", 500, "n0", 1)),
+            ("s2", _shared("s2", 300, "n0", 2)),
+            ("s3", _shared("s3", 300, "n0", 2)),
+            ("fixed", tasks("fixed", 1, gpus=1, on=["n0"], gpu_ids=(3,))),
+            ("h1", _shared("h1", 500, "n1", 1)),
+            ("h2", _shared("h2", 400, "n1", 2)),
+            ("h3", tasks("h3", 1, gpus=1, on=["n1"], gpu_ids=(3,))),
+        ],
+        {"fixed", "h1", "h2", "h3"},
+        tasks("w", 1, gpus=2),
+        n0=4,
+        n1=4,
+    )
+    assert _moves_then_places(snap) == ({"s1", "s2", "s3"}, "n0")
+
+
 @st.composite
 def fragmented(draw: st.DrawFn) -> Snapshot:
-    """A few 8-GPU nodes with running jobs of 1-4 GPUs (1-2 pods) and pending gangs."""
+    """A few 8-GPU nodes with running jobs of 1-4 GPUs (1-2 pods) or a share of one card, and
+    pending gangs of whole cards or one share."""
     count = draw(st.integers(2, 5))
     nodes = tuple(node(f"n{i}", cpu=64, gpus=8) for i in range(count))
-    free = {n.name: list(range(8)) for n in nodes}
+    free = {n.name: [GPU_MILLI_PER_CARD] * 8 for n in nodes}  # milli free per card
     cpus = {n.name: 64 for n in nodes}
     groups: list[PodGroup] = []
     all_tasks: list[Task] = []
     for j in range(draw(st.integers(1, 10))):
-        pods = draw(st.integers(1, 2))
-        gpus = draw(st.integers(1, 4))
+        share = draw(st.sampled_from([0, 0, 300, 500, 700]))
+        pods = 1 if share else draw(st.integers(1, 2))
+        gpus = 0 if share else draw(st.integers(1, 4))
         cpu = draw(st.sampled_from([1, 8, 30]))
         where = [draw(st.sampled_from([n.name for n in nodes])) for _ in range(pods)]
-        if any(
-            len(free[w]) < gpus * where.count(w) or cpus[w] < cpu * where.count(w) for w in where
-        ):
-            continue
-        uid = f"r{j}"
-        for k, w in enumerate(where):
-            ids = tuple(free[w][:gpus])
-            del free[w][:gpus]
+        picks: list[tuple[int, ...]] = []
+        for w in where:
+            cards = free[w]
+            if share:
+                fits = [c for c, f in enumerate(cards) if f >= share]
+                ids = tuple(fits[:1]) if fits else ()
+            else:
+                ids = tuple([c for c, f in enumerate(cards) if f == GPU_MILLI_PER_CARD][:gpus])
+            if len(ids) < max(gpus, 1 if share else 0) or cpus[w] < cpu:
+                break
+            for c in ids:
+                cards[c] -= share or GPU_MILLI_PER_CARD
             cpus[w] -= cpu
-            all_tasks.extend(tasks(uid, 1, cpu=cpu, gpus=gpus, on=[w], gpu_ids=ids, start=k))
+            picks.append(ids)
+        if len(picks) < pods:
+            continue  # (room taken by a job's first pod stays taken: that is fine here)
+        uid = f"r{j}"
+        for k, (w, ids) in enumerate(zip(where, picks, strict=True)):
+            all_tasks.extend(
+                tasks(uid, 1, cpu=cpu, gpus=gpus, gpu_milli=share, on=[w], gpu_ids=ids, start=k)
+            )
         groups.append(
             group(
                 uid,
@@ -186,9 +364,11 @@ def fragmented(draw: st.DrawFn) -> Snapshot:
             )
         )
     for j in range(draw(st.integers(1, 3))):
-        pods = draw(st.integers(1, 2))
+        share = draw(st.sampled_from([0, 0, 600, 900]))
+        pods = 1 if share else draw(st.integers(1, 2))
         uid = f"p{j}"
-        all_tasks.extend(tasks(uid, pods, cpu=1, gpus=draw(st.integers(2, 8))))
+        gpus = 0 if share else draw(st.integers(1, 8))
+        all_tasks.extend(tasks(uid, pods, cpu=1, gpus=gpus, gpu_milli=share))
         groups.append(group(uid, min_member=pods, created=100.0 + j, priority=1))
     return Snapshot(now=0.0, nodes=nodes, groups=tuple(groups), tasks=tuple(all_tasks))
 
@@ -208,9 +388,16 @@ def test_consolidation_never_loses_a_job(snap: Snapshot) -> None:
         return
     nominated = {n.group for n in nominations(result)}
     assert nominated, "moves without a gang to place"
-    after = advance(snap, result, 1.0)
-    # The moved jobs come back first in line (allocate only, so no new move interferes).
-    again = run_session(after, SessionConfig(actions=(ActionName.ALLOCATE,)))
-    assert_no_node_overcommitted(after, again)
-    assert moved <= {b.group for b in binds(again)}
-    assert nominated <= {b.group for b in binds(again)}
+    # The moved jobs come back first in line (allocate only, so no new move interferes). A
+    # gang's nominated nodes are held from others until a later action of its binding
+    # session releases them, and allocate-only sessions have none: a mover whose plan put it
+    # on such a node binds one session later.
+    placed: set[str] = set()
+    for now in (1.0, 2.0):
+        after = advance(snap, result, now)
+        result = run_session(after, SessionConfig(actions=(ActionName.ALLOCATE,)))
+        assert_no_node_overcommitted(after, result)
+        placed |= {b.group for b in binds(result)}
+        snap = after
+    assert nominated <= placed
+    assert moved <= placed

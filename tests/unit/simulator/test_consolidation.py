@@ -7,7 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from operators.simulator.consolidation import Arrivals, session_config, table
+from operators.simulator.consolidation import (
+    Arrivals,
+    cache_key,
+    search_version,
+    session_config,
+    table,
+)
 from operators.simulator.openb import TraceNode, TracePod
 
 NODES = (TraceNode("n0", 32_000, 65_536, 2, "A"), TraceNode("n1", 32_000, 65_536, 2, "B"))
@@ -59,10 +65,13 @@ def test_pods_of_the_same_batch_are_not_yet_running_so_none_of_them_moves() -> N
     assert (result.failed, result.moves, result.unallocated) == (1, 0, 50.0)
 
 
-def _row(seed: int, on: bool, unallocated: float, moves: int) -> str:
-    row = {"trace": "default", "seed": seed, "consolidate": on, "batch": 10, "warmup": 0.8}
+def _row(seed: int, on: bool, unallocated: float, moves: int, search: str | None = None) -> str:
+    row: dict[str, object] = {"trace": "default", "seed": seed, "consolidate": on}
+    row |= {"batch": 10, "warmup": 0.8}
     row |= {"unallocated": unallocated, "failed": 3, "moves": moves, "moved_gpus": float(moves)}
     row |= {"lost": 0, "sessions": 5, "seconds": 1.0}
+    if on:
+        row["search"] = search or search_version()
     return json.dumps(row)
 
 
@@ -72,6 +81,7 @@ def test_table_pairs_seeds_run_both_ways_and_reports_mean_and_spread(tmp_path: P
     lines += [_row(43, False, 7.0, 0), _row(43, True, 5.0, 4)]
     lines += [_row(44, False, 9.0, 0)]  # only off: left out of both means
     lines += [json.dumps({**json.loads(_row(45, True, 0.0, 9)), "batch": 1})]  # another protocol
+    lines += [_row(44, True, 0.0, 9, search="old")]  # an older consolidation search: stale
     results.write_text("\n".join(lines) + "\n")
     rows = table(results, batch=10, warmup=0.8).splitlines()
     assert len(rows) == 3
@@ -79,3 +89,14 @@ def test_table_pairs_seeds_run_both_ways_and_reports_mean_and_spread(tmp_path: P
     assert cells[:5] == ["default", "2", "6.00 ± 1.00", "4.50 ± 0.50", "1.50 ± 0.50"]
     assert cells[5:9] == ["3 ± 0 / 3 ± 0", "3.0 ± 1.0", "3.0 ± 1.0", "5 ± 0 / 5 ± 0"]
     assert cells[9] == "0"
+
+
+def test_an_on_row_counts_only_for_the_search_that_made_it() -> None:
+    """The cache key of a results row: "off" rows do not run the search and always count; an
+    "on" row without the current search's digest is stale (run again, left out of the table)."""
+    version = search_version()
+    off, on, stale = (json.loads(_row(42, on, 5.0, 0)) for on in (False, True, True))
+    stale["search"] = "old"
+    assert cache_key(off, version) == ("default", 42, False, 10, 0.8)
+    assert cache_key(on, version) == ("default", 42, True, 10, 0.8)
+    assert cache_key(stale, version) is None
