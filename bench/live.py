@@ -290,6 +290,7 @@ class Bench:
     patience: float = 900.0
     baseline: str | None = None  # source tree of contestant "sluice-baseline"
     py_spy: str | None = None  # sample every Sluice process with this py-spy binary
+    settle: float = 1.0  # after a Sluice run's last binding, before its write count is read
     peak_rss: float = 0.0
     # Fresh pod names every time: the pod garbage collector acts on names from its (possibly
     # lagging) cache and would delete a new pod that reuses a force-deleted pod's name.
@@ -370,7 +371,7 @@ class Bench:
                         await seen.wait_for(set(names), self.patience)
                         # Let its last writes land: the counts it holds back come when their
                         # interval runs out (the times above are taken already).
-                        await asyncio.sleep(SchedulerSettings.status_count_interval_seconds + 1.0)
+                        await asyncio.sleep(self.settle)
                         text = s.metrics()
                     self.peak_rss = max(self.peak_rss, s.peak_rss)
                     times = [seen.at[n] for n in names]
@@ -567,6 +568,9 @@ class Settings:
     # Sluice contestant in the burst and gang scenarios: before/after in one run.
     baseline: str = ""
     py_spy: str = ""  # a py-spy binary: raw stacks of every Sluice process into the log folder
+    # Seconds after a Sluice run's last binding before its PodGroup status writes are counted:
+    # the member counts it holds back are written when their interval runs out.
+    settle: float = SchedulerSettings.status_count_interval_seconds + 1.0
 
 
 async def run(bench: Bench, nodes: list[str], s: Settings) -> dict[str, Any]:
@@ -774,6 +778,7 @@ async def run_on(path: str, logs: pathlib.Path, s: Settings, cluster: Any | None
             (lambda: cluster.stop_process("kube-scheduler")) if cluster is not None else None,
             baseline=s.baseline or None,
             py_spy=s.py_spy or None,
+            settle=s.settle,
         )
         nodes, _ = await client.list("/api/v1/nodes")
         names = [
