@@ -9,10 +9,10 @@ output, compares it with what the API already holds (as last seen by the watch),
 what differs: at most one merge-patch per object per cycle, none when nothing changed. Two kinds
 of change are held back so that they cannot become a write storm: messages that change while the
 reason stays the same (at most every `message_interval` seconds: an explanation with a moving
-figure in it) and changes of the member counts alone (at most every `count_interval` seconds: a
-small gang's pods are bound and turn Running one by one). A held-back change is not dropped: a
-timer asks for a pass over the group when its interval has run out, so the last value lands
-even if nothing else happens. Phase, condition and delayed-preemption changes go out at once.
+figure in it) and changes of the member counts alone (each waits `count_interval` seconds from
+when it was first seen, and goes out with whatever came meanwhile: a gang's pods are bound and
+turn Running one by one). A held-back change is not dropped: a timer asks for a pass over the
+group when its interval has run out, so the last value lands even if nothing else happens. Phase, condition and delayed-preemption changes go out at once.
 """
 
 from __future__ import annotations
@@ -273,6 +273,8 @@ class StatusWriter:
         # group uid -> (its record, what else its status was made of) when a pass last found
         # nothing of it to write
         self._unchanged: dict[str, tuple[R.GroupRecord, tuple[Any, ...]]] = {}
+        # group uid -> when a change of its counts alone was first held back (not written yet)
+        self._counts_since: dict[str, float] = {}
         # group uid -> the timer that asks for a pass once a held-back change may be written
         self._held: dict[str, asyncio.TimerHandle] = {}
         self._warn = warn
@@ -467,6 +469,8 @@ class StatusWriter:
                 del self._sent[uid]
             for uid in [u for u in self._unchanged if u not in live]:
                 del self._unchanged[uid]
+            for uid in [u for u in self._counts_since if u not in live]:
+                del self._counts_since[uid]
         else:
             keys = set(only) | evicted_keys
             items = [(k, self.cache.groups[k]) for k in keys if k in self.cache.groups]
@@ -537,16 +541,16 @@ class StatusWriter:
             held = old if sent is None or sent.confirmed else rec.status
             if rec.uid not in moved and not evicted:
                 if _comparable(desired) == _comparable(held):
+                    self._counts_since.pop(rec.uid, None)
                     if _messages(desired) == _messages(held):
                         self._unchanged[rec.uid] = (rec, basis)
                         continue
                     if self._hold(rec.uid, key, now, self._message_interval):
                         continue
-                elif _counts_only(desired, held) and self._hold(
-                    rec.uid, key, now, self._count_interval
-                ):
+                elif _counts_only(desired, held) and self._hold_counts(rec.uid, key, now):
                     continue
             self._last_write[rec.uid] = now
+            self._counts_since.pop(rec.uid, None)
             if (timer := self._held.pop(rec.uid, None)) is not None:
                 timer.cancel()
             self._sent[rec.uid] = _Sent({f: desired[f] for f in SOLE_FIELDS if f in desired})
@@ -568,6 +572,21 @@ class StatusWriter:
         `interval` seconds ago; if so, a timer asks for a pass over it once it may be written
         (one timer per group: the pass it brings writes whatever is newest by then)."""
         wait = self._last_write.get(group_uid, -math.inf) + interval - now
+        if wait <= 0:
+            return False
+        if group_uid not in self._held:
+            self._held[group_uid] = asyncio.get_running_loop().call_later(
+                wait, self._release, group_uid, key
+            )
+        return True
+
+    def _hold_counts(self, group_uid: str, key: tuple[str, str], now: float) -> bool:
+        """Whether a change of the group's counts alone must wait: each waits `count_interval`
+        from when it was first seen (not from the last write: a gang's first bindings would
+        be written at once, and its Running phase a moment later again), and is written with
+        whatever came meanwhile, or goes out earlier with a phase or condition change."""
+        since = self._counts_since.setdefault(group_uid, now)
+        wait = since + self._count_interval - now
         if wait <= 0:
             return False
         if group_uid not in self._held:
@@ -745,6 +764,7 @@ class StatusWriter:
         for timer in self._held.values():
             timer.cancel()
         self._held.clear()
+        self._counts_since.clear()
         self._sent.clear()  # a new leader may write them: the watch is the truth again
         self._unchanged.clear()
         self._owed.clear()

@@ -37,9 +37,9 @@ class SchedulerSettings:
     """PodGroup status writes in flight at once."""
 
     status_count_interval_seconds: float = 5.0
-    """A PodGroup status change of the member counts alone (`running`, `pending`) is written at
-    most this often per group, the last counts when the interval runs out; phase and condition
-    changes go out at once. 0: every change at once."""
+    """A PodGroup status change of the member counts alone (`running`, `pending`) is written this
+    long after it is first seen, with what came meanwhile; phase and condition changes go out
+    at once (and carry the counts). 0: every change at once."""
 
     coalesce_seconds: float = 0.1
     """After a relevant change, wait this long for more before running a cycle (bursts -> one cycle)."""

@@ -540,8 +540,8 @@ async def test_a_pass_skipped_while_the_write_is_in_flight_asks_for_another() ->
 
 async def test_count_changes_are_coalesced_and_the_last_counts_land_on_time() -> None:
     """500 gangs of 20 wrote 2.6 status patches each as their pods were bound and turned
-    Running one by one. A change of the counts alone waits out the group's interval since
-    its last write; a phase change does not wait; and the last counts are written when the
+    Running one by one. A change of the counts alone waits out its interval from when it was
+    first seen; a phase change does not wait; and the last counts are written when the
     interval runs out, with no other event to bring a pass."""
     h = Harness()
     h.group(podgroup("g", min_member=2, status={"phase": "Inqueue"}))
@@ -579,6 +579,14 @@ async def test_count_changes_are_coalesced_and_the_last_counts_land_on_time() ->
     assert [(w["phase"], w["running"], w["pending"]) for w in writes[2:]] == [("Running", 2, 0)]
     await asyncio.sleep(0.3)
     assert h.changes == ["status"]  # nothing is held any more: no other timer
+
+    # Long after the last write, a change of the counts alone still waits its interval (were
+    # it written at once, a gang's first bindings and its Running phase would be two writes).
+    await step(200.0, pod("g-2", group="g"))
+    assert len(writes) == 3
+    await asyncio.sleep(0.3)
+    await step(200.3)
+    assert [(w["running"], w["pending"]) for w in writes[3:]] == [(2, 1)]
 
 
 async def test_a_lost_lease_cancels_the_timers_of_held_counts() -> None:
