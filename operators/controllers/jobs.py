@@ -188,8 +188,8 @@ class JobsController:
         self.timers: dict[Key, float] = {}
         self.running: set[Key] = set()
         self.flush_due: dict[Key, float] = {}
-        self.event_interval = EVENT_INTERVAL
         """Jobs with transition Events held back, and when they are written."""
+        self.event_interval = EVENT_INTERVAL
         self.wake = asyncio.Event()
         self._arrivals = itertools.count()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -319,8 +319,8 @@ class JobsController:
                     task = asyncio.create_task(self._run_one(key), name=f"reconcile-{key[2]}")
                     self._tasks.add(task)
                     task.add_done_callback(self._tasks.discard)
-                if len(ready) <= free:
-                    waits += [self.not_before[k] for k in waiting if k in self.not_before]
+                if len(ready) <= free:  # all started: the rest wait for their interval
+                    waits += [t for k in waiting if (t := self.not_before.get(k, 0.0)) > now]
             timeout = max(0.05, min(waits) - now) if waits else None
             self.wake.clear()
             with contextlib.suppress(TimeoutError):
