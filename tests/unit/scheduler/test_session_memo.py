@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from operators.scheduler import SessionConfig, SessionMemo, run_session
+from operators.scheduler.decisions import Evict
 from operators.scheduler.snapshot import (
     GPU,
     Node,
@@ -25,6 +26,7 @@ from operators.scheduler.snapshot import (
     ReplicaSpec,
     Snapshot,
     Task,
+    TaskStatus,
     Tenant,
 )
 from operators.scheduler.state import GroupInfo, SessionState, TaskInfo
@@ -231,3 +233,92 @@ def test_an_object_met_twice_in_one_snapshot_gets_a_state_object_each_time() -> 
     assert len(state.tasks) == 2
     assert state.tasks[0] is not state.tasks[1]
     _same_state(state, SessionState(twice, SessionConfig()))
+    # A running task listed twice, then once: its group keeps one state object for it.
+    running = replace(snap, tasks=tuple(tasks("g", 1, cpu=1, on=["n0"])))
+    for listing in (running.tasks * 2, running.tasks * 2, running.tasks):
+        again = replace(running, tasks=listing)
+        _same_state(_open(again, memo), SessionState(again, SessionConfig()))
+
+
+# What happens to a cluster between two sessions besides the scheduler's own decisions: each
+# replaces, removes or adds objects as the runtime's cache would (a changed object is a new one).
+# "again": the next session runs before the runtime saw any of this one's decisions (the same
+# objects, though this session placed and evicted some of them).
+EVENTS = ("finish", "delete_task", "delete_group", "regroup", "bind_outside", "node", "again")
+
+
+def _event(snap: Snapshot, kind: str, pick: int) -> Snapshot:
+    tasks, groups = list(snap.tasks), list(snap.groups)
+    if kind == "finish" and tasks:
+        i = pick % len(tasks)
+        tasks[i] = replace(tasks[i], status=TaskStatus.SUCCEEDED)
+    elif kind == "delete_task" and tasks:
+        del tasks[pick % len(tasks)]
+    elif kind == "delete_group" and groups:
+        gone = groups.pop(pick % len(groups)).uid
+        tasks = [t for t in tasks if t.group != gone]
+    elif kind == "regroup" and groups:
+        i = pick % len(groups)
+        groups[i] = replace(groups[i], priority=groups[i].priority + pick % 2)
+    elif kind == "bind_outside":
+        # Bound by someone else (e.g. spec.nodeName): no gpu-ids, so open assumes its cards.
+        waiting = [i for i, t in enumerate(tasks) if t.status == TaskStatus.PENDING]
+        if waiting:
+            i = waiting[pick % len(waiting)]
+            where = snap.nodes[pick % len(snap.nodes)].name
+            tasks[i] = replace(tasks[i], status=TaskStatus.BOUND, node=where, gpu_ids=())
+    elif kind == "node":
+        nodes = list(snap.nodes)
+        if pick % 3 == 0 and len(nodes) > 1:
+            nodes.pop()  # its pods hold nothing the session sees
+        elif pick % 3 == 1:
+            labels = {**nodes[0].labels, "pool": "b" if nodes[0].labels.get("pool") != "b" else "a"}
+            nodes[0] = replace(nodes[0], labels=labels)
+        else:
+            nodes[0] = replace(nodes[0], unschedulable=not nodes[0].unschedulable)
+        return replace(snap, nodes=tuple(nodes), groups=tuple(groups), tasks=tuple(tasks))
+    return replace(snap, groups=tuple(groups), tasks=tuple(tasks))
+
+
+@settings(PROFILE, max_examples=max(1, EXAMPLES // 2))
+@given(
+    clusters(),
+    queue_trees(),
+    workloads("a"),
+    st.lists(st.tuples(st.sampled_from(EVENTS), st.integers(0, 50)), min_size=3, max_size=6),
+)
+def test_memo_property_outside_events_between_sessions(
+    nodes: tuple[Node, ...],
+    queues: tuple[Queue, ...],
+    jobs: tuple[list[PodGroup], list[Task]],
+    events: list[tuple[str, int]],
+) -> None:
+    """Every session of a sequence with outside events between them decides as one opened
+    without a memo, and the state it opens equals a fresh one field by field (objects that
+    did not change keep their state objects across all of it)."""
+    snap = opening(nodes, queues, jobs)
+    config, memo = SessionConfig(), SessionMemo()
+    for step, (kind, pick) in enumerate(events):
+        _same_state(SessionState(snap, config, memo), SessionState(snap, config))
+        result = run_session(snap, config, memo)
+        same_result(result, run_session(snap, config))
+        if kind != "again":
+            snap = advance(snap, result, now=30.0 * (step + 1), releasing=True)
+            snap = _event(snap, kind, pick)
+
+
+def test_a_victim_of_the_last_session_is_fresh_again_when_its_objects_did_not_change() -> None:
+    """The next session may run before the runtime saw an eviction (same objects): the
+    victim's state objects, which that session moved, serve again as fresh ones."""
+    snap = Snapshot(
+        now=0.0,
+        nodes=(node("n0", cpu=2),),
+        queues=(Queue("default"),),
+        groups=(group("low", min_member=2), group("high", min_member=2, priority=5)),
+        tasks=(*tasks("low", 2, cpu=1, on=["n0"]), *tasks("high", 2, cpu=1)),
+    )
+    config, memo = SessionConfig(), SessionMemo()
+    first = run_session(snap, config, memo)
+    assert any(isinstance(d, Evict) for d in first.decisions)
+    _same_state(SessionState(snap, config, memo), SessionState(snap, config))
+    same_result(run_session(snap, config, memo), run_session(snap, config))
