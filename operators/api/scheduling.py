@@ -114,9 +114,26 @@ class NetworkTopology(SluiceModel):
         default=None,
         description="Name of the coarsest Topology level the whole gang may span; unset means any.",
     )
+    soft_after_seconds: int | None = Field(
+        default=None,
+        ge=0,
+        le=7 * 86400,
+        description="`hard` only: seconds after the group's creation that it waits for one "
+        "domain of `highestTier` or finer; after that it is placed as `soft` (the finest domain "
+        "that holds it, else anywhere). Unset: wait for ever.",
+    )
     units: TopologyUnits | None = None
     highest_tier_allowed: RefusedInt = None
     highest_tier_name: RefusedString = None
+
+    cel_rules: ClassVar = (
+        Rule(
+            "!has(self.softAfterSeconds) || !has(self.mode) || self.mode == 'hard'",
+            "networkTopology.softAfterSeconds applies to mode: hard only (a soft request never "
+            "waits for a domain)",
+            field_path=".softAfterSeconds",
+        ),
+    )
 
     refused_fields: ClassVar = {
         "highest_tier_allowed": "networkTopology.highestTierAllowed (Volcano's tier number) is "
@@ -125,6 +142,12 @@ class NetworkTopology(SluiceModel):
         "highest_tier_name": "networkTopology.highestTierName is spelled highestTier in Sluice: "
         "write highestTier: <level name of your Topology object>",
     }
+
+    @model_validator(mode="after")
+    def _soft_after_only_when_hard(self) -> NetworkTopology:
+        if self.soft_after_seconds is not None and self.mode is not NetworkTopologyMode.HARD:
+            raise ValueError(self.cel_rules[0].message)
+        return self
 
 
 class PreemptionRole(StrEnum):

@@ -58,7 +58,8 @@ UNBLOCK: Mapping[str, str] = {
     "Unschedulable": "no set of nodes fits all of its pods (see the message: node selectors, "
     "taints, GPUs per node); free or add matching nodes, or relax the pods' constraints",
     "TopologyUnsatisfied": "no network domain holds the whole gang; raise "
-    "networkTopology.highestTier, use mode: soft, or wait for room in one domain",
+    "networkTopology.highestTier, use mode: soft, bound the wait with softAfterSeconds, or "
+    "wait for room in one domain",
     "TopologyUnsatisfiable": "no network domain holds the whole gang; raise "
     "networkTopology.highestTier, use mode: soft, or wait for room in one domain",
     "BorrowingDisabled": "its pool is full and may not borrow from others; it starts when "

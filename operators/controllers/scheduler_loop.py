@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any
@@ -76,6 +77,7 @@ class SchedulerOperator:
         # snapshot: the safety tick skips a session over an unchanged cache.
         self._changes = 0
         self._changes_at_session = -1
+        self._last_session_at = -math.inf  # the last session's clock (Snapshot.now)
         self.cycles = 0
         self._relists_seen: dict[str, int] = {}
         self._triggers_seen: dict[str, int] = {}
@@ -309,7 +311,8 @@ class SchedulerOperator:
 
     def _next_deadline(self, now: float) -> float:
         """Seconds until something needs a cycle without any event: a delayed-preemption
-        deadline, a half-bound gang's grace, or the safety tick (only if work is pending)."""
+        deadline, a half-bound gang's grace, a waiting gang's hard topology turning soft, or
+        the safety tick (only if work is pending)."""
         wait = self.settings.safety_tick_seconds
         for deadline in self.cache.preemption_deadlines():
             wait = min(wait, max(0.0, deadline - now) + 0.05)
@@ -323,6 +326,9 @@ class SchedulerOperator:
             for rejection in self._backoff.current(self.cache.has_group).values():
                 if rejection.retry_at > now:
                     wait = min(wait, rejection.retry_at - now + 0.05)
+        for at in self.cache.topology_soft_times():
+            if at > now:
+                wait = min(wait, at - now + 0.05)
         return wait
 
     def _stale_deadlines(self) -> Iterator[tuple[str, float]]:
@@ -388,7 +394,8 @@ class SchedulerOperator:
 
         Deadlines, half-bound gangs and binding backoffs always get one; gangs running below
         their minimum get one once a stale-gang grace period has run out (before that, or with
-        no grace at all, the core's stale-gang check decides nothing). Pending work gets one
+        no grace at all, the core's stale-gang check decides nothing), waiting gangs once their
+        hard topology request turned soft (softAfterSeconds). Pending work gets one
         only if the cache changed since the last session's snapshot (or an assumed binding may
         expire): the core decides from the snapshot alone, and time enters only through the
         deadlines and backoffs above, so a session over an unchanged cache would decide what
@@ -399,6 +406,9 @@ class SchedulerOperator:
         if any(at <= now for _, at in self._stale_deadlines()):
             return True
         if self._backoff is not None and self._backoff.current(self.cache.has_group):
+            return True
+        # A waiting gang's hard topology request turned soft since the last session's clock.
+        if any(self._last_session_at < at <= now for at in self.cache.topology_soft_times()):
             return True
         if not self.cache.has_pending_work():
             return False
@@ -421,6 +431,7 @@ class SchedulerOperator:
         t0 = time.perf_counter()
         now = time.time()
         self.cycles += 1
+        self._last_session_at = now
         self.cache.expire_assumptions(now, self.settings.assume_ttl_seconds)
         rejections = applier.backoff.current(self.cache.has_group)
         self._changes_at_session = self._changes

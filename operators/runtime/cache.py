@@ -37,6 +37,7 @@ changed nothing, is forgotten once this many newer ones were made)."""
 SELF_WRITE = "own-write"
 """Cause counted (in `SchedulerCache.triggers`) for a watch event that only echoes our own write."""
 FINISHED_PHASES = (S.GroupPhase.COMPLETED, S.GroupPhase.FAILED)
+_WAITING = (S.GroupPhase.PENDING, S.GroupPhase.INQUEUE)
 
 
 @dataclasses.dataclass
@@ -325,6 +326,19 @@ class SchedulerCache:
         marks = [r.group.preemption for r in self.groups.values()]
         marks += [pending[-1][1] for pending in self._own_group_status.values()]
         return [m.deadline for m in marks if m is not None]
+
+    def topology_soft_times(self) -> list[float]:
+        """When the hard network-topology requests of waiting groups turn soft
+        (``softAfterSeconds``): the core places such a group differently from then on, so the
+        loop needs a session then even if nothing else changed."""
+        out = []
+        for r in self.groups.values():
+            g = r.group
+            if g.network_topology is not None and g.phase in _WAITING:
+                at = g.network_topology.soft_at(g.created)
+                if at is not None:
+                    out.append(at)
+        return out
 
     def expect_nomination(self, pod_uid: str, node: str) -> None:
         """Called just before the scheduler patches a pod's status.nominatedNodeName."""

@@ -122,7 +122,8 @@ MAX_PREEMPTION_DELAY = 30 * 24 * 3600.0
 
 
 def _delay(raw: object) -> float | None:
-    """A preemption delay in seconds, clamped to 0..30 days; None when absent or unreadable."""
+    """A delay in seconds (preemption delay, grace, softAfterSeconds), clamped to 0..30 days;
+    None when absent or unreadable."""
     if raw is None:
         return None
     value = _float(raw, math.nan)
@@ -503,7 +504,12 @@ def _network_topology(raw: object) -> S.NetworkTopology | None:
         mode = S.TopologyMode(str(raw.get("mode") or "hard").lower())
     except ValueError:
         mode = S.TopologyMode.HARD
-    return S.NetworkTopology(mode=mode, highest_tier=str(raw.get("highestTier") or ""))
+    soft_after = raw.get("softAfterSeconds")
+    return S.NetworkTopology(
+        mode=mode,
+        highest_tier=str(raw.get("highestTier") or ""),
+        soft_after=_delay(soft_after) if mode is S.TopologyMode.HARD else None,
+    )
 
 
 def _replica_specs(raw: object) -> tuple[S.ReplicaSpec, ...]:

@@ -9,6 +9,7 @@ units do the same per unit.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
 
     from operators.scheduler.context import Session
     from operators.scheduler.nodes import NodeIndex
+    from operators.scheduler.snapshot import NetworkTopology
     from operators.scheduler.state import GroupInfo, Placement, SessionState, TaskInfo
     from operators.scheduler.statement import Statement
 
@@ -339,7 +341,7 @@ def place_group_tasks(
     if not tasks:
         return None
     state = ssn.state
-    request = g.pg.network_topology
+    request = topology_request(state, g)
     if request is None or not state.nodes.tier_domains or state.nodes.topology is None:
         return _place_flat(ssn, stmt, tasks, mask, kind, where)
     highest = state.nodes.topology.level_index(request.highest_tier) if request.highest_tier else 0
@@ -360,4 +362,25 @@ def place_group_tasks(
             break
     if request.mode == TopologyMode.SOFT:
         return _place_flat(ssn, stmt, tasks, mask, kind, where)
-    return failure
+    return _until_soft(failure, g, state.now)
+
+
+def topology_request(state: SessionState, g: GroupInfo) -> NetworkTopology | None:
+    """The group's network topology request in force this session (a hard request with a
+    ``soft_after`` bound is soft once the group has waited that long)."""
+    request = g.pg.network_topology
+    return None if request is None else request.at(g.pg.created, state.now)
+
+
+def _until_soft(failure: PlaceFailure | None, g: GroupInfo, now: float) -> PlaceFailure | None:
+    """A hard request's failure, saying when it will be placed anywhere (if it will)."""
+    request = g.pg.network_topology
+    soft_at = request.soft_at(g.pg.created) if request is not None else None
+    if failure is None or soft_at is None:
+        return failure
+    first = failure
+
+    def text() -> str:
+        return f"{first.message}; may spread over domains in {math.ceil(soft_at - now)} s"
+
+    return PlaceFailure(first.code, text)

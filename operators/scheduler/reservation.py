@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from operators.scheduler.placement import by_shape
+from operators.scheduler.placement import by_shape, topology_request
 from operators.scheduler.shapeviews import counts_at
 from operators.scheduler.snapshot import GPU_MILLI_PER_CARD, TopologyMode
 from operators.scheduler.state import CARD_EPS, Placement
@@ -166,7 +166,7 @@ class Reservations:
         self, g: GroupInfo, tasks: list[TaskInfo], base: NDArray[np.bool_]
     ) -> list[int] | None:
         nodes = self.state.nodes
-        request = g.pg.network_topology
+        request = topology_request(self.state, g)
         if (
             request is None
             or request.mode != TopologyMode.HARD

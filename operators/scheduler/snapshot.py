@@ -368,10 +368,31 @@ class TopologyMode(enum.StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class NetworkTopology:
-    """``networkTopology``: keep all pods under one domain of ``highest_tier`` or finer."""
+    """``networkTopology``: keep all pods under one domain of ``highest_tier`` or finer.
+
+    ``soft_after`` bounds how long a hard request waits for such a domain: once the group is
+    that many seconds old (``Snapshot.now - PodGroup.created``) it is placed as a soft request
+    over every tier (the finest domain that holds it, else anywhere). None: hard for ever.
+    """
 
     mode: TopologyMode = TopologyMode.HARD
     highest_tier: str = ""  # tier name or label key from the Topology; "" = coarsest tier
+    soft_after: float | None = None  # seconds; only meaningful for a hard request
+
+    def at(self, created: float, now: float) -> NetworkTopology:
+        """The request in force at ``now`` for a group created at ``created``; the answer
+        carries no ``soft_after``, so groups whose requests act alike compare equal."""
+        if self.soft_after is None:
+            return self
+        if self.mode is TopologyMode.HARD and now - created >= self.soft_after:
+            return NetworkTopology(TopologyMode.SOFT)
+        return NetworkTopology(self.mode, self.highest_tier)
+
+    def soft_at(self, created: float) -> float | None:
+        """When a hard request with ``soft_after`` turns soft (None: never, or already soft)."""
+        if self.mode is not TopologyMode.HARD or self.soft_after is None:
+            return None
+        return created + self.soft_after
 
 
 @dataclass(frozen=True, slots=True)

@@ -101,6 +101,8 @@ def run_matrix(traces: list[str], policies: list[str], seeds: list[int], path: P
 
 
 LINGJUN_POLICIES = ("Sluice", "Sluice, ToR-hard", "FIFO+random", "FIFO+best-fit")
+# Gangs that fit one ToR ask hard for one with softAfterSeconds: seconds each waits at most.
+LINGJUN_TOR_WAITS = {"Sluice, ToR for 600 s": 600.0, "Sluice, ToR for 1800 s": 1800.0}
 
 
 def lingjun_config(policy: str) -> tuple[SessionConfig, replay.GroupShaper]:
@@ -110,6 +112,8 @@ def lingjun_config(policy: str) -> tuple[SessionConfig, replay.GroupShaper]:
         return SessionConfig(), replay.soft_topology
     if policy == "Sluice, ToR-hard":
         return SessionConfig(), replay.tor_first
+    if policy in LINGJUN_TOR_WAITS:
+        return SessionConfig(), replay.tor_for(LINGJUN_TOR_WAITS[policy])
     only = SessionConfig(binpack_weight=0.0, topology_weight=0.0, fragmentation_weight=0.0)
     if policy == "FIFO+random":
         return dataclasses.replace(

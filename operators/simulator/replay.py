@@ -179,6 +179,19 @@ def tor_first(pg: PodGroup, tor_nodes: int = GPUS_PER_NODE) -> PodGroup:
     return soft_topology(pg)
 
 
+def tor_for(seconds: float, tor_nodes: int = GPUS_PER_NODE) -> GroupShaper:
+    """Like :func:`tor_first`, but a gang waits for one ToR at most ``seconds`` after its
+    arrival (``softAfterSeconds``), then takes the finest domain that holds it, else anywhere."""
+    hard = NetworkTopology(TopologyMode.HARD, "tor", soft_after=seconds)
+
+    def shape(pg: PodGroup) -> PodGroup:
+        if 1 < pg.min_member <= tor_nodes:
+            return dataclasses.replace(pg, network_topology=hard)
+        return soft_topology(pg)
+
+    return shape
+
+
 def hard_topology(pg: PodGroup) -> PodGroup:
     """Insist on one aggregation switch (the coarsest tier): wait rather than spread wider."""
     return dataclasses.replace(pg, network_topology=NetworkTopology(TopologyMode.HARD, ""))
@@ -220,6 +233,7 @@ class Replay:
     # last session's explanation, and how many of their pods were bound.
     unstarted: dict[str, str] = field(default_factory=dict)
     _explanations: dict[str, str] = field(default_factory=dict)
+    _wakes: list[tuple[float, str]] = field(default_factory=list)  # (soft_at, group uid)
 
     def run(self) -> list[JobRecord]:
         arrivals = sorted(self.jobs, key=lambda j: (j.arrival, j.uid))
@@ -229,6 +243,12 @@ class Replay:
             upcoming = [arrivals[index].arrival] if index < len(arrivals) else []
             if ends:
                 upcoming.append(ends[0][0])
+            # A waiting hard gang whose soft_after runs out needs a session then, as the live
+            # scheduler's loop wakes for it; one that started meanwhile does not.
+            while self._wakes and self.records[self._wakes[0][1]].start is not None:
+                heapq.heappop(self._wakes)
+            if self._wakes:
+                upcoming.append(self._wakes[0][0])
             if not upcoming:
                 self._note_unstarted()
                 break  # jobs left that the last session did not start
@@ -239,6 +259,8 @@ class Replay:
             while index < len(arrivals) and arrivals[index].arrival <= now:
                 self._arrive(arrivals[index])
                 index += 1
+            while self._wakes and self._wakes[0][0] <= now:
+                heapq.heappop(self._wakes)
             for _ in range(FOLLOW_UP_SESSIONS + 1):
                 evicted = self.evictions
                 for uid, end in self._session(now):
@@ -259,6 +281,9 @@ class Replay:
             )
         )
         self.groups[job.uid] = pg
+        soft_at = pg.network_topology.soft_at(pg.created) if pg.network_topology else None
+        if soft_at is not None:
+            heapq.heappush(self._wakes, (soft_at, job.uid))
         self.tasks[job.uid] = {
             f"{job.uid}-{i}": Task(
                 uid=f"{job.uid}-{i}",

@@ -20,7 +20,12 @@ import numpy as np
 from operators.scheduler.actions.ordering import round_robin
 from operators.scheduler.decisions import Explanation, ReasonCode
 from operators.scheduler.framework import AllocatePass, Vote
-from operators.scheduler.placement import PlaceFailure, by_shape, place_group_tasks
+from operators.scheduler.placement import (
+    PlaceFailure,
+    by_shape,
+    place_group_tasks,
+    topology_request,
+)
 from operators.scheduler.session import ActionName
 from operators.scheduler.snapshot import GroupPhase
 from operators.scheduler.state import Placement
@@ -121,7 +126,7 @@ class FailureMemo:
             g.pool,
             pg.preemptible,  # a non-preemptible group tries its own pool only
             ssn.reservations.version,
-            pg.network_topology,
+            topology_request(ssn.state, g),  # as in force now (soft_after may have passed)
             pg.unit_tier,
             tuple((t.shape, t.pool, t.task.role, t.task.unit) for t in tasks),
         )

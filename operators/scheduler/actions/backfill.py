@@ -20,7 +20,7 @@ from operators.scheduler.actions.allocate import FailureMemo, allocate_group
 from operators.scheduler.actions.ordering import round_robin
 from operators.scheduler.decisions import Explanation, ReasonCode
 from operators.scheduler.framework import AllocatePass, NodeSet, Vote
-from operators.scheduler.placement import place_group_tasks
+from operators.scheduler.placement import place_group_tasks, topology_request
 from operators.scheduler.snapshot import GroupPhase, TopologyMode
 from operators.scheduler.state import Placement
 from operators.scheduler.statement import Statement
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 def _domain_mask(ssn: Session, g: GroupInfo, base: NodeSet) -> NodeSet:
     """Hard-topology groups grow only inside the domain they already occupy."""
     state = ssn.state
-    request = g.pg.network_topology
+    request = topology_request(state, g)
     topo = state.nodes.topology
     if request is None or request.mode != TopologyMode.HARD or topo is None:
         return base

@@ -96,6 +96,18 @@ def test_podgroup_spec_and_preemption_status() -> None:
     assert R.rfc3339(mark.deadline) == "2026-11-22T09:00:00Z"
 
 
+def test_a_hard_topology_request_carries_its_soft_after_and_a_soft_one_none() -> None:
+    raw = podgroup("g")
+    raw["spec"]["networkTopology"] = {"highestTier": "tor", "softAfterSeconds": 600}
+    assert R.podgroup(raw).group.network_topology == S.NetworkTopology(
+        S.TopologyMode.HARD, "tor", soft_after=600.0
+    )
+    # A soft request never waits for a domain: one that slipped past admission (an older CRD)
+    # carries no soft_after into the core.
+    raw["spec"]["networkTopology"]["mode"] = "soft"
+    assert R.podgroup(raw).group.network_topology == S.NetworkTopology(S.TopologyMode.SOFT, "tor")
+
+
 def test_an_invalid_queue_is_closed_and_guarantees_nothing() -> None:
     body: dict[str, Any] = {
         "metadata": {"name": "greedy"},

@@ -105,6 +105,18 @@ def test_tor_first_waits_for_one_tor_where_soft_spreads() -> None:
     assert moved[0].nodes == ("t1-n0",)
 
 
+def test_a_gang_waits_for_one_tor_at_most_its_soft_after_then_spreads() -> None:
+    # The scene above without consolidation: no ToR frees until j0 ends at 1000 s, and no
+    # arrival or end happens before; the replay still runs a session when the gang's 100 s
+    # are up (as the live loop wakes for it), and the gang spreads then.
+    nodes = (*_clos(1, 2), replay.gpu_node("t1-n0", {replay.TOR_LABEL: "t1"}))
+    jobs = [TraceJob("j0", 0.0, 8, 1000.0), TraceJob("j1", 1.0, 16, 10.0)]
+    still = SessionConfig(actions=tuple(a for a in DEFAULT_ACTIONS if a != ActionName.CONSOLIDATE))
+    records = replay.Replay(nodes, jobs, still, shape=replay.tor_for(100.0)).run()
+    assert records[1].start == 101.0
+    assert set(records[1].nodes) == {"t0-n1", "t1-n0"}
+
+
 def test_a_job_that_can_never_start_is_reported_with_the_reason() -> None:
     # 16 GPUs; a 24-GPU job can never fit: when no event is left, the replay says why.
     jobs = [TraceJob("j0", 0.0, 8, 10.0), TraceJob("j1", 1.0, 24, 10.0)]
