@@ -1,6 +1,7 @@
 """Job-level preemption with real HybridJobs/VCJobs: tenants of one queue, gangs that take exactly
-what they need (shrinking elastic jobs first), ToR-aware victims, PodDisruptionBudgets, and no
-preemption loops. Every story has a pool of its own, so the stories cannot disturb each other.
+what they need (shrinking elastic jobs first), ToR-aware victims, a one-ToR wait that ends
+(softAfterSeconds), PodDisruptionBudgets, and no preemption loops. Every story has a pool of its
+own, so the stories cannot disturb each other.
 """
 
 from __future__ import annotations
@@ -25,6 +26,13 @@ def stage(
 ) -> Iterator[Stage]:
     with staged(cluster, k8s, tmp_path_factory.mktemp("preemption")) as s:
         yield s
+
+
+@pytest.fixture(scope="module")
+def tors(stage: Stage) -> Stage:
+    """The stage with the cluster's Topology (ToR, host), for the stories about one ToR."""
+    stage.create_topology({"tor": profiles.TOR_LABEL, "host": profiles.HOSTNAME_LABEL})
+    return stage
 
 
 def test_a_tenant_that_may_preempt_does_and_one_that_may_not_waits(stage: Stage) -> None:
@@ -88,11 +96,11 @@ def test_a_big_gang_takes_what_it_needs_shrinking_elastic_jobs_first(stage: Stag
         research.wait_finished("big")
 
 
-def test_preempting_for_a_one_tor_job_frees_one_tor(stage: Stage) -> None:
+def test_preempting_for_a_one_tor_job_frees_one_tor(tors: Stage) -> None:
     """Two ToRs of two nodes, every node busy with low-priority work. A job of 2 x 8 GPUs that
     must stay under one ToR preempts the work of both nodes of one ToR, even though the cheapest
     victims (the one-pod jobs) sit in different ToRs; the other ToR is left alone."""
-    stage.create_topology({"tor": profiles.TOR_LABEL, "host": profiles.HOSTNAME_LABEL})
+    stage = tors
     left = stage.own_pool("fabric-pool", 2, tor="tor-1")
     right = stage.add_nodes("fabric-pool", 2, cpu="40", gpus=8, tor="tor-2")
     stage.wait_pool_nodes("fabric-pool", right)
@@ -124,6 +132,39 @@ def test_preempting_for_a_one_tor_job_frees_one_tor(stage: Stage) -> None:
         assert nodes in (set(left), set(right)), f"one ToR: {nodes}"
         kept = ("one-right", "two-right") if nodes == set(left) else ("one-left", "two-left")
         assert all(research.running(n) for n in kept), "the other ToR was not touched"
+
+
+def test_a_one_tor_job_waits_its_soft_after_then_spreads(tors: Stage) -> None:
+    """Two ToRs of two nodes, one node of each busy with higher-priority work (neither preempted
+    nor moved for a lower-priority job). A 2 x 8 GPU job asks hard for one ToR but only for
+    15 s (softAfterSeconds): it does not start at first, although two nodes are free, one per
+    ToR; after its 15 s it starts there, spread, with nothing else changing in the cluster."""
+    stage = tors
+    left = stage.own_pool("spread-pool", 2, tor="tor-3")
+    right = stage.add_nodes("spread-pool", 2, cpu="40", gpus=8, tor="tor-4")
+    stage.wait_pool_nodes("spread-pool", right)
+    with stage.team("research") as research:
+        for name, node in (("busy-left", left[0]), ("busy-right", right[0])):
+            research.submit(
+                name,
+                vcjob(1, gpus=8, runs_for="600s", on={profiles.HOSTNAME_LABEL: node}),
+                pool="spread-pool",
+                priority=stage.high,
+            )
+        for name in ("busy-left", "busy-right"):
+            research.wait_running(name, 1)
+
+        research.submit(
+            "allreduce",
+            vcjob(2, gpus=8, runs_for="600s"),
+            pool="spread-pool",
+            priority=stage.low,
+            networkTopology={"mode": "hard", "highestTier": "tor", "softAfterSeconds": 15},
+        )
+        # The group is created after this line, so for 8 s it is still within its 15 s.
+        stays(stage, "the one-ToR job waits", lambda: not research.running("allreduce"), 8)
+        placed = research.wait_running("allreduce", 2)
+        assert {p.spec.node_name for p in placed} == {left[1], right[1]}
 
 
 def test_disruption_budgets_hold_and_preemption_never_trades_places_back(stage: Stage) -> None:

@@ -100,9 +100,15 @@ def run_matrix(traces: list[str], policies: list[str], seeds: list[int], path: P
                 )
 
 
-LINGJUN_POLICIES = ("Sluice", "Sluice, ToR-hard", "FIFO+random", "FIFO+best-fit")
 # Gangs that fit one ToR ask hard for one with softAfterSeconds: seconds each waits at most.
 LINGJUN_TOR_WAITS = {"Sluice, ToR for 600 s": 600.0, "Sluice, ToR for 1800 s": 1800.0}
+LINGJUN_POLICIES = (
+    "Sluice",
+    *LINGJUN_TOR_WAITS,
+    "Sluice, ToR-hard",
+    "FIFO+random",
+    "FIFO+best-fit",
+)
 
 
 def lingjun_config(policy: str) -> tuple[SessionConfig, replay.GroupShaper]:

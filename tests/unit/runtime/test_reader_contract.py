@@ -195,8 +195,9 @@ def test_podgroup_every_field_arrives() -> None:
         pool="a100",
         priority_class_name="high",
         network_topology=A.NetworkTopology(
-            mode=A.NetworkTopologyMode.SOFT,
+            mode=A.NetworkTopologyMode.HARD,
             highest_tier="spine",
+            soft_after_seconds=900,
             units=A.TopologyUnits(size=8, tier="tor", replica_types=["worker"]),
         ),
         preemptible=False,
@@ -239,7 +240,9 @@ def test_podgroup_every_field_arrives() -> None:
         min_resources=MappingProxyType({"cpu": 3000, "nvidia.com/gpu": 16}),
         user="alice",
         created=R.timestamp("2026-11-22T08:00:00+00:00"),
-        network_topology=S.NetworkTopology(mode=S.TopologyMode.SOFT, highest_tier="spine"),
+        network_topology=S.NetworkTopology(
+            mode=S.TopologyMode.HARD, highest_tier="spine", soft_after=900.0
+        ),
         unit_tier="tor",
         overcommit=True,
         preemption_grace=300.0,
