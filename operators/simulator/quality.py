@@ -128,6 +128,13 @@ def lingjun_config(policy: str) -> tuple[SessionConfig, replay.GroupShaper]:
     return dataclasses.replace(only, scorers=(scorer(Policy.BESTFIT),)), replay.as_is
 
 
+def lingjun_path(compress: float) -> Path:
+    """Lingjun replays with arrivals compressed by ``compress`` are cached here."""
+    if compress == 1.0:
+        return LINGJUN_RESULTS
+    return LINGJUN_RESULTS.with_name(f"{LINGJUN_RESULTS.stem}-x{compress:g}.json")
+
+
 def run_lingjun(policies: list[str], path: Path, limit: int | None, compress: float) -> None:
     folder = traces_dir() / "lingjun"
     nodes = replay.load_lingjun_hosts(folder / "topo.csv")
@@ -213,10 +220,7 @@ def main(argv: list[str] | None = None) -> int:
         run_matrix(args.traces, args.policies, args.seeds, results_path())
         return 0
     if args.command == "lingjun":
-        path = LINGJUN_RESULTS
-        if args.compress != 1.0:
-            path = path.with_name(f"{path.stem}-x{args.compress:g}{path.suffix}")
-        run_lingjun(args.policies, path, args.limit, args.compress)
+        run_lingjun(args.policies, lingjun_path(args.compress), args.limit, args.compress)
         return 0
     if args.command == "philly":
         window = (args.days[0] * quotas.DAY, args.days[1] * quotas.DAY)
@@ -226,8 +230,11 @@ def main(argv: list[str] | None = None) -> int:
 
     report_module.write_openb(load_results(results_path()), traces_dir(), args.docs)
     replays: dict[str, dict[str, object]] = {}
-    for found in sorted(LINGJUN_RESULTS.parent.glob(f"{LINGJUN_RESULTS.stem}*.json")):
-        replays.update(json.loads(found.read_text()))
+    # The table has the arrivals `make quality` replays; other factors (a check that a
+    # difference is not the chain of decisions) are cached beside them and quoted in the prose.
+    for found in (lingjun_path(10.0), lingjun_path(1.0)):
+        if found.is_file():
+            replays.update(json.loads(found.read_text()))
     if replays:
         report_module.write_lingjun(replays, args.docs)
     if PHILLY_RESULTS.is_file():
