@@ -86,6 +86,8 @@ FORGET_CREATES: Final = 60.0
 """Seconds after which a create the watch never showed (the pod went before we saw it) is
 forgotten: the next step creates it again if it is missing (AlreadyExists if not)."""
 WAITING_FOR_ADMISSION: Final = frozenset({None, JobPhase.PENDING, JobPhase.RESTARTING})
+RAN_GROUP_PHASES: Final = frozenset({"Running", "Unknown"})
+"""Group phases the scheduler derives from bound members, not from an admission."""
 
 Key = tuple[str, str, str]  # kind, namespace, name
 JobPod = tuple[Key, PodObs]
@@ -177,10 +179,15 @@ class JobsController:
         self.jobs: dict[Key, JobState] = {}
         self.groups: dict[tuple[str, str], GroupObs] = {}
         self.group_specs: dict[tuple[str, str], dict[str, Any]] = {}
-        # Groups set back to Pending by a restart, with the resourceVersion of that write: an
-        # older event (a scheduler status write from before it, delivered late) must not make
-        # the job look admitted again.
+        # Groups set back to Pending by a restart, with the resourceVersion of that write, until
+        # the scheduler admits them again (Inqueue): an older event (a scheduler status write
+        # from before it, delivered late) must not make the job look admitted again, and a newer
+        # Running/Unknown is believed only if the job's own pods hold the gang (`_ensure_group`).
         self.readmitted: dict[tuple[str, str], int] = {}
+        # Groups this operator deleted, with the resourceVersion of the delete, until their
+        # DELETED event: an event from before the delete, delivered after it, must not bring
+        # back a group that is gone (a resumed job would be admitted by its old phase).
+        self.released: dict[tuple[str, str], int] = {}
         self.pods: dict[Key, dict[PodKey, PodObs]] = {}
         """job -> its pods' records, kept from the pod informer's changes (`on_pod`)."""
         self.dirty: set[Key] = set()
@@ -232,6 +239,7 @@ class JobsController:
             self._flush_events(key, state)  # a deleted job's last transitions still get told
             self.plugins.forget(str(state.body["metadata"].get("uid")))
         self.flush_due.pop(key, None)
+        self.released.pop(key[1:], None)  # the group is named after its job (pods.group_name)
         self.dirty.discard(key)
         self.not_before.pop(key, None)
         self.timers.pop(key, None)
@@ -273,11 +281,20 @@ class JobsController:
             self.groups.pop(gkey, None)
             self.group_specs.pop(gkey, None)
             self.readmitted.pop(gkey, None)
+            self.released.pop(gkey, None)
         else:
-            if gkey in self.readmitted:
-                if AP.resource_version(body) < self.readmitted[gkey]:
+            version = AP.resource_version(body)
+            if gkey in self.released:
+                # At or before the delete: whether the answer to a delete carries the delete's
+                # revision or the object's last one, an event up to it is not a new group's.
+                if version <= self.released[gkey]:
                     return
-                del self.readmitted[gkey]
+                del self.released[gkey]  # a group created after the delete
+            if gkey in self.readmitted:
+                if version < self.readmitted[gkey]:
+                    return
+                if (body.get("status") or {}).get("phase") not in ("Pending", *RAN_GROUP_PHASES):
+                    del self.readmitted[gkey]
             new = (group_obs(body), dict(body.get("spec") or {}))
             if gkey in self.groups and (self.groups[gkey], self.group_specs.get(gkey)) == new:
                 return  # nothing a job reads moved (scheduler counts, the events operator's log)
@@ -451,6 +468,19 @@ class JobsController:
         ):
             # A finished group is out of scheduling; a restarted job asks for admission again.
             await self._readmit(state, gkey)
+        elif (
+            seen is not None
+            and seen.phase in RAN_GROUP_PHASES
+            and gkey in self.readmitted
+            and memory.phase in WAITING_FOR_ADMISSION
+        ):
+            if self._holds_gang(key_of(body), state, shape):
+                del self.readmitted[gkey]  # the members a task restart kept hold the gang
+            else:
+                # Written by a scheduler whose pod watch had not shown our deletes yet: a
+                # Running built on pods that are gone, which it would keep (members that left
+                # keep a group's phase). Sent back until the scheduler's view has caught up.
+                await self._readmit(state, gkey)
         known = self.group_specs.get(gkey)
         if known is None and state.group_created:
             return  # created; its first event has not arrived yet
@@ -478,8 +508,25 @@ class JobsController:
             # No event of the group will come: the next pass creates it anew.
             self.mark(key_of(state.body))
 
+    def _holds_gang(self, key: Key, state: JobState, shape: JobShape) -> bool:
+        """Whether the job's pods, as this operator sees them (its own deletes included), hold
+        the gang as the scheduler counts it: bound, alive and staying, or succeeded, at least
+        the group's minMember."""
+        version = state.memory.version
+        held = sum(
+            1
+            for p in self._pods_of(key)
+            if p.version >= version
+            and not p.deleting
+            and p.uid not in state.deleting
+            and (p.phase == "Succeeded" or (p.alive and p.node))
+        )
+        return held >= max(P.gang_min(shape), 1)  # the group's minMember, as the scheduler's
+
     async def _drop_group(self, state: JobState, gkey: tuple[str, str]) -> None:
-        await self.apply.delete_podgroup(*gkey)
+        deleted = await self.apply.delete_podgroup(*gkey)
+        if deleted:
+            self.released[gkey] = deleted
         self.groups.pop(gkey, None)
         self.group_specs.pop(gkey, None)
         state.group_created = False

@@ -136,12 +136,16 @@ class Applier:
             raise
         return resource_version(written)
 
-    async def delete_podgroup(self, namespace: str, name: str) -> None:
+    async def delete_podgroup(self, namespace: str, name: str) -> int:
+        """Returns the resourceVersion of the delete (0 if unreadable or already gone): the
+        group's events older than it are from before the delete."""
         try:
-            await self.client.delete(PodGroup.api_path(namespace, name))
+            deleted = await self.client.delete(PodGroup.api_path(namespace, name))
         except ApiError as err:
             if not err.not_found:
                 raise
+            return 0
+        return resource_version(deleted)
 
     # -- pods ---------------------------------------------------------------------------------
 

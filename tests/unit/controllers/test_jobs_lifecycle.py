@@ -73,9 +73,11 @@ class Api:
 
     async def delete(self, path: str, body: Any = None) -> dict[str, Any]:
         self.calls.append(("DELETE", path))
-        if self.objects.pop(path, None) is None:
+        gone = self.objects.pop(path, None)
+        if gone is None:
             raise ApiError(404, {"reason": "NotFound"}, "DELETE", path)
-        return {}
+        self._stamp(gone)  # the object as deleted, at the delete's revision
+        return gone
 
     async def get(self, path: str) -> dict[str, Any]:
         if path not in self.objects:
