@@ -46,7 +46,7 @@ from kopf._cogs.structs.references import Insights
 
 from operators.controllers import kopf_discovery
 from operators.runtime import kubeconfig, logs, signals
-from operators.runtime.client import KubeClient
+from operators.runtime.client import KubeClient, watch_read_timeout
 from operators.runtime.httpserver import ProbeServer
 from operators.runtime.operator_metrics import OperatorMetrics
 from operators.runtime.settings import parse_settings
@@ -175,7 +175,7 @@ def kopf_settings(operator: KopfOperator, settings: KopfSettings) -> kopf.Operat
     ks.watching.server_timeout = settings.watch_timeout_seconds
     # One request per listing (module text: kopf cannot resume a paged one after 410 Gone).
     ks.watching.chunk_size = None
-    ks.watching.client_timeout = settings.watch_timeout_seconds + 30
+    ks.watching.client_timeout = watch_read_timeout(settings.watch_timeout_seconds)
     operator.configure(ks)
     return ks
 

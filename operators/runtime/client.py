@@ -10,7 +10,7 @@ import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator, Mapping
-from typing import Any, Self
+from typing import Any, Final, Self
 
 import aiohttp
 from aiohttp.helpers import get_env_proxy_for_url
@@ -23,6 +23,20 @@ log = logging.getLogger(__name__)
 JsonDict = dict[str, Any]
 Page = tuple[list[JsonDict], str]
 """One page of a listing: its items and the list's resourceVersion."""
+
+WATCH_READ_GRACE: Final = 30.0
+"""Seconds a watch stream may stay silent past its `timeoutSeconds` before it is taken for dead.
+
+Silence is normal: the API server sends no bookmarks on a kind that had no event since it
+started (queues, pools, topologies, nodes of an idle cluster), and ends the stream only at
+`timeoutSeconds`. A read timeout below that cut every idle watch (every 90 s, logged as an
+interruption); a dead connection is still noticed, a little after the server would have
+ended the stream."""
+
+
+def watch_read_timeout(timeout_seconds: float) -> float:
+    """The socket read timeout of a watch that asks the server for `timeout_seconds`."""
+    return timeout_seconds + WATCH_READ_GRACE
 
 
 class ApiError(Exception):
@@ -217,12 +231,12 @@ class KubeClient:
         params: Mapping[str, str] | None = None,
         *,
         timeout_seconds: int = 300,
-        inactivity_timeout: float = 90.0,
     ) -> AsyncIterator[JsonDict]:
-        """Watch events from `resource_version`, with bookmarks, until the server closes the stream.
+        """Watch events from `resource_version`, with bookmarks, until the server closes the stream
+        (at `timeout_seconds` at the latest).
 
-        A stream silent for longer than `inactivity_timeout` (bookmarks arrive about once a minute)
-        is treated as dead. ERROR events are raised as ApiError (410 means re-list).
+        A stream silent for longer than `watch_read_timeout(timeout_seconds)` is treated as dead
+        (TimeoutError). ERROR events are raised as ApiError (410 means re-list).
         """
         query = dict(params or {})
         query.update(
@@ -231,7 +245,8 @@ class KubeClient:
             allowWatchBookmarks="true",
             timeoutSeconds=str(timeout_seconds),
         )
-        timeout = aiohttp.ClientTimeout(total=None, sock_connect=15, sock_read=inactivity_timeout)
+        read = watch_read_timeout(timeout_seconds)
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=15, sock_read=read)
         async with self.session.get(
             path,
             params=query,
