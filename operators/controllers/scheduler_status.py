@@ -57,6 +57,9 @@ group is placed in `default` (as the nodes of a deleted pool are)."""
 Warn = Callable[[str, str, str], None]
 """(group uid, reason, message) -> post a Warning Event about that group."""
 _HAPPY = (D.ReasonCode.SCHEDULED, D.ReasonCode.ADMITTED)
+SHOWN_WHILE_RUNNING = (D.ReasonCode.QUEUE_MISSING,)
+"""Reasons a running group's waiting pods are shown with (`Unschedulable=True`, Scheduled stays
+True): the pods of a job whose queue was deleted wait for good."""
 SOLE_FIELDS = ("preemption", "lastEviction")
 """PodGroup status fields no one but the scheduler writes: while it leads, what it last sent of
 them is their value, whatever an older watch event still shows."""
@@ -108,9 +111,14 @@ def desired_conditions(
     by_type = {str(c.get("type")): c for c in old}
     running = phase is S.GroupPhase.RUNNING
     enqueued = phase in (S.GroupPhase.INQUEUE, S.GroupPhase.RUNNING)
+    bound = (D.ReasonCode.SCHEDULED.value, "minMember pods are bound")
     if running:
-        reason, message = D.ReasonCode.SCHEDULED.value, "minMember pods are bound"
+        reason, message = bound
         blocked = False
+        # Its pods beyond the minimum waiting for room are no trouble (that changes with every
+        # session); held back by a problem no room solves, they are shown.
+        if explanation is not None and explanation.code in SHOWN_WHILE_RUNNING:
+            reason, message, blocked = explanation.code.value, explanation.message, True
     elif explanation is not None:
         reason, message = explanation.code.value, explanation.message
         blocked = explanation.code not in _HAPPY
@@ -142,7 +150,8 @@ def desired_conditions(
             now,
         )
     )
-    out.append(_condition("Scheduled", running, reason, message, by_type.get("Scheduled"), now))
+    scheduled = bound if running else (reason, message)
+    out.append(_condition("Scheduled", running, *scheduled, by_type.get("Scheduled"), now))
     out.append(
         _condition(
             "Unschedulable",

@@ -19,7 +19,7 @@ import numpy as np
 from operators.scheduler.actions.allocate import FailureMemo, allocate_group
 from operators.scheduler.actions.ordering import round_robin
 from operators.scheduler.decisions import Explanation, ReasonCode
-from operators.scheduler.framework import AllocatePass, NodeSet, Vote
+from operators.scheduler.framework import AllocatePass, NodeSet, Verdict, Vote
 from operators.scheduler.placement import place_group_tasks, topology_request
 from operators.scheduler.snapshot import GroupPhase, TopologyMode
 from operators.scheduler.state import Placement
@@ -78,8 +78,11 @@ def run(ssn: Session) -> None:
     growing.sort(key=ext.job_key)
     for g in growing:
         grown = 0
+        refused: Verdict | None = None
         for t in ext.pending_in_order(g):
-            if ext.allocatable(g, t.req).vote == Vote.REJECT:
+            verdict = ext.allocatable(g, t.req)
+            if verdict.vote == Vote.REJECT:
+                refused = verdict
                 break
             placed = False
             for node_set in ext.candidate_sets(g, state.nodes.schedulable):
@@ -98,12 +101,13 @@ def run(ssn: Session) -> None:
             grown += 1
         left = len(g.pending_tasks())
         if left:
+            added = f" ({grown} added this session)" if grown else ""
+            # A quota verdict (a missing queue, a capability reached) is the real cause: idle
+            # room would not help.
+            code, wait = ReasonCode.GROWING, "wait for idle room"
+            if refused is not None and refused.code is not None:
+                code, wait = refused.code, f"wait: {refused.message}"
             state.explain(
                 g,
-                Explanation(
-                    g.uid,
-                    ReasonCode.GROWING,
-                    f"gang minimum running; {left} more pod(s) wait for idle room"
-                    + (f" ({grown} added this session)" if grown else ""),
-                ),
+                Explanation(g.uid, code, f"gang minimum running; {left} more pod(s) {wait}{added}"),
             )

@@ -9,7 +9,10 @@ import pytest
 
 from operators.api.scheduling import PodGroupReason as R
 from operators.cli import why
+from operators.controllers.scheduler_status import desired_conditions
+from operators.scheduler import decisions as D
 from operators.scheduler.decisions import EvictReason
+from operators.scheduler.snapshot import GroupPhase
 
 from . import objects as O
 
@@ -40,3 +43,22 @@ def test_every_eviction_reason_is_the_last_eviction(reason: EvictReason) -> None
         O.event("NotAnEviction", "later, but not an eviction", "steady", when="10:05:00"),
     ]
     assert why.explain(facts)["lastEviction"] == f"{reason.value}: evicted"
+
+
+def test_a_waiting_pod_of_a_running_job_whose_queue_is_gone_is_told_why() -> None:
+    # The core's explanation (backfill: its extra pod refused by the missing queue), as the
+    # scheduler writes it into the running group's conditions, read back by `why`.
+    facts = copy.deepcopy(O.NON_PREEMPTIBLE_JOB)
+    text = "gang minimum running; 1 more pod(s) wait: queue 'team-a' does not exist"
+    core = D.Explanation("steady", D.ReasonCode.QUEUE_MISSING, text)
+    conditions = desired_conditions(GroupPhase.RUNNING, core, [], "t")
+    facts["podgroup"]["status"] = {"phase": "Running", "conditions": conditions}
+    report = why.explain(facts)
+    assert report["state"] == "Running"
+    assert report["waitingFor"] == f"QueueMissing: {text}"
+    assert report["unblock"] == why.UNBLOCK["QueueMissing"]
+    # Waiting for idle room to grow is no trouble of a running group: nothing to unblock.
+    growing = D.Explanation("steady", D.ReasonCode.GROWING, "1 more pod(s) wait for idle room")
+    conditions = desired_conditions(GroupPhase.RUNNING, growing, [], "t")
+    facts["podgroup"]["status"] = {"phase": "Running", "conditions": conditions}
+    assert why.explain(facts)["waitingFor"] is None

@@ -650,3 +650,16 @@ async def test_a_group_found_unchanged_is_written_again_when_what_it_is_made_of_
     writer.write_groups(result, 102.0, "t2")
     await writer.drain()
     assert api.stored["g"]["status"] != written
+
+
+def test_a_running_group_shows_only_waits_no_room_solves() -> None:
+    gone = D.Explanation("g", D.ReasonCode.QUEUE_MISSING, "queue 'gone' does not exist")
+    by_type = {c["type"]: c for c in desired_conditions(P.RUNNING, gone, [], "t")}
+    assert by_type["Scheduled"]["status"] == "True"
+    assert by_type["Scheduled"]["reason"] == "Scheduled"
+    assert by_type["Unschedulable"]["status"] == "True"
+    assert by_type["Unschedulable"]["reason"] == "QueueMissing"
+    assert by_type["Unschedulable"]["message"] == "queue 'gone' does not exist"
+    room = D.Explanation("g", D.ReasonCode.QUOTA_EXCEEDED, "queue 'a' is at its deserved share")
+    by_type = {c["type"]: c for c in desired_conditions(P.RUNNING, room, [], "t")}
+    assert by_type["Unschedulable"]["status"] == "False"

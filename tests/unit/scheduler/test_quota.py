@@ -261,3 +261,18 @@ def test_a_parents_capability_held_by_an_over_share_sibling_does_not_block_admis
     [evicted] = evictions(result)
     assert evicted.group.startswith("a")
     assert [n.group for n in nominations(result)] == ["b0"]
+
+
+def test_a_running_group_whose_queue_is_gone_says_so_for_its_waiting_pods() -> None:
+    # Its gang minimum runs (admitted while the queue existed); the pod it waits for is held
+    # back by the missing queue, not by a lack of idle room.
+    snap = Snapshot(
+        now=0,
+        nodes=_cluster(),
+        groups=(group("g", queue="gone", min_member=1, phase=GroupPhase.RUNNING),),
+        tasks=(*tasks("g", 1, on=["n0"]), *tasks("g", 1, start=1)),
+    )
+    why = run_session(snap).explanations["g"]
+    assert why.code == ReasonCode.QUEUE_MISSING
+    assert "queue 'gone' does not exist" in why.message
+    assert "1 more pod(s)" in why.message
