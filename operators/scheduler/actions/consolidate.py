@@ -83,22 +83,29 @@ def run(ssn: Session) -> None:
     # Jobs moved by this session's earlier plans: their re-placements were not kept, so each
     # later plan must place them again too, or it could take their room.
     carried: list[GroupInfo] = []
+    # Nodes nominated for the gangs of this session's plans: the next session holds them whole
+    # for their gang until it binds (Reservations.held_for), so no moved job is placed there.
+    claimed = np.zeros(ssn.state.nodes.size, dtype=np.bool_)
     for g in preemptors(ssn):
         if tried >= config.max_consolidations:
             break
-        found = consolidate(ssn, g, carried)
+        found = consolidate(ssn, g, carried, claimed)
         if found is None:
             continue
         tried += 1
         if found.moved:
             carried.extend(found.moved)
+            claimed[[t.node for t in g.tasks if t.placed == Placement.NOMINATE]] = True
             _explain(ssn, found)
 
 
-def consolidate(ssn: Session, g: GroupInfo, carried: list[GroupInfo]) -> Plan | None:
+def consolidate(
+    ssn: Session, g: GroupInfo, carried: list[GroupInfo], claimed: NDArray[np.bool_]
+) -> Plan | None:
     """Try to consolidate room for ``g``: None when it is not a fragmentation case (nothing was
     searched), a plan with no moves when the search found nothing, else the committed plan.
-    ``carried``: jobs moved earlier in the session, placed again in every plan tried."""
+    ``carried``: jobs moved earlier in the session, placed again in every plan tried;
+    ``claimed``: nodes nominated for earlier plans' gangs, closed to moved jobs."""
     state, ext = ssn.state, ssn.ext
     if state.nodes.pools[g.pool].disable_consolidation:
         return None
@@ -118,7 +125,7 @@ def consolidate(ssn: Session, g: GroupInfo, carried: list[GroupInfo]) -> Plan | 
     victims = [(v, v.running_tasks()) for v in state.groups if movable(ssn, g, v, mask)]
     if not victims:
         return Plan(g, ())
-    plan = _search(ssn, g, tasks, mask, victims, carried)
+    plan = _search(ssn, g, tasks, mask, victims, carried, claimed)
     if plan is None:
         return Plan(g, ())
     return plan
@@ -440,6 +447,7 @@ def _search(
     mask: NDArray[np.bool_],
     victims: list[tuple[GroupInfo, list[TaskInfo]]],
     carried: list[GroupInfo],
+    claimed: NDArray[np.bool_],
 ) -> Plan | None:
     limit = ssn.config.max_consolidation_victims
     stmt = Statement(ssn.state)
@@ -455,8 +463,8 @@ def _search(
             moved.append(v)
         if not _may_fit(ssn, tasks, mask):
             continue
-        if _attempt(ssn, stmt, g, tasks, mask, [*moved, *carried]):
-            return _finish(ssn, stmt, g, tasks, mask, moved, carried)
+        if _attempt(ssn, stmt, g, tasks, mask, [*moved, *carried], claimed):
+            return _finish(ssn, stmt, g, tasks, mask, moved, carried, claimed)
     stmt.discard()
     return None
 
@@ -469,6 +477,7 @@ def _finish(
     mask: NDArray[np.bool_],
     moved: list[GroupInfo],
     carried: list[GroupInfo],
+    claimed: NDArray[np.bool_],
 ) -> Plan:
     """Keep only the moves the gang's placement needs, if the plan holds without the rest."""
     used = {t.node for t in tasks}
@@ -478,14 +487,14 @@ def _finish(
         smaller = Statement(ssn.state)
         for v in needed:
             _evict(smaller, g, v)
-        if _attempt(ssn, smaller, g, tasks, mask, [*needed, *carried]):
+        if _attempt(ssn, smaller, g, tasks, mask, [*needed, *carried], claimed):
             stmt, moved = smaller, needed
         else:
             smaller.discard()
             stmt = Statement(ssn.state)
             for v in moved:
                 _evict(stmt, g, v)
-            if not _attempt(ssn, stmt, g, tasks, mask, [*moved, *carried]):  # cannot happen
+            if not _attempt(ssn, stmt, g, tasks, mask, [*moved, *carried], claimed):  # cannot happen
                 stmt.discard()
                 return Plan(g, ())
     ssn.commit(stmt)
@@ -520,9 +529,13 @@ def _attempt(
     tasks: list[TaskInfo],
     mask: NDArray[np.bool_],
     moved: list[GroupInfo],
+    claimed: NDArray[np.bool_],
 ) -> bool:
     """Place the gang, then every moved job; on success keep only the gang's placement in
-    ``stmt`` (the moved jobs are placed again by a later session), else undo both."""
+    ``stmt`` (the moved jobs are placed again by a later session), else undo both. Moved jobs
+    are placed off the nodes nominated for this gang and for ``claimed``: until the gang binds,
+    the next sessions hold those nodes whole for it (Reservations.held_for), and a plan counting
+    on that room would leave the job it was meant for without a place (others take the rest)."""
     state, ext = ssn.state, ssn.ext
     start = stmt.mark()
     if place_group_tasks(ssn, stmt, g, tasks, mask, Placement.NOMINATE) is not None or not (
@@ -531,6 +544,8 @@ def _attempt(
         stmt.rollback(start)
         return False
     gang_done = stmt.mark()
+    closed = claimed.copy()
+    closed[[t.node for t in tasks]] = True
     # Rolling back a re-placement forgets where a task ran; the eviction record needs it.
     origins = [(t, t.node, t.gpu_ids) for v in moved for t in v.tasks if t.evicted]
 
@@ -545,7 +560,7 @@ def _attempt(
         again = [t for t in v.tasks if t.evicted and not t.held]
         placed = False
         for node_set in ext.candidate_sets(v, state.nodes.schedulable):
-            allowed = _mover_nodes(ssn, g, v, node_set.mask)
+            allowed = _mover_nodes(ssn, g, v, node_set.mask) & ~closed
             if place_group_tasks(ssn, stmt, v, again, allowed, Placement.BIND) is None:
                 placed = True
                 break

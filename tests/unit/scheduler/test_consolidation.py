@@ -152,6 +152,33 @@ def test_no_plan_when_the_moved_job_cannot_be_placed_again() -> None:
     assert not evictions(run_session(snap))
 
 
+def test_no_moved_job_is_planned_onto_the_gangs_nominated_node() -> None:
+    """Shrunk from the property below (an exploring run lost a job). n0 runs m1 (2 GPUs) and
+    m2 (3 GPUs), n1 a fixed 5-GPU job: 3 + 3 GPUs free, the 6-GPU gang fits in total only.
+    Moving m1 and m2 opens n0 for the gang, 2 GPUs left over there. The plan used to place m1
+    again on that leftover and m2 on n1; but n0 is nominated for the gang, and the next
+    sessions hold it whole for the gang until it binds, so m1 went to n1 instead and m2 (3
+    GPUs) had nowhere to go: lost, and still lost once the gang bound. The movers' 5 GPUs do
+    not fit off the gang's node, so nothing may move."""
+    snap = Snapshot(
+        now=1000.0,
+        nodes=(node("n0", cpu=32, gpus=8), node("n1", cpu=32, gpus=8)),
+        groups=(
+            group("m1", phase=GroupPhase.RUNNING, created=1.0),
+            group("m2", phase=GroupPhase.RUNNING, created=2.0),
+            _fixed("f", created=0.0),
+            group("big", created=3.0),
+        ),
+        tasks=(
+            *tasks("m1", 1, gpus=2, on=["n0"], gpu_ids=(0, 1)),
+            *tasks("m2", 1, gpus=3, on=["n0"], gpu_ids=(2, 3, 4)),
+            *tasks("f", 1, gpus=5, on=["n1"], gpu_ids=(0, 1, 2, 3, 4)),
+            *tasks("big", 1, gpus=6),
+        ),
+    )
+    assert not evictions(run_session(snap))
+
+
 def _fixed(uid: str, created: float) -> PodGroup:
     """A running job that may not move (``preemptible: false``)."""
     return group(
@@ -389,9 +416,8 @@ def test_consolidation_never_loses_a_job(snap: Snapshot) -> None:
     nominated = {n.group for n in nominations(result)}
     assert nominated, "moves without a gang to place"
     # The moved jobs come back first in line (allocate only, so no new move interferes). A
-    # gang's nominated nodes are held from others until a later action of its binding
-    # session releases them, and allocate-only sessions have none: a mover whose plan put it
-    # on such a node binds one session later.
+    # gang's nominated nodes are held whole for it until it binds, so no plan puts a moved
+    # job there (test_no_moved_job_is_planned_onto_the_gangs_nominated_node).
     placed: set[str] = set()
     for now in (1.0, 2.0):
         after = advance(snap, result, now)
