@@ -494,7 +494,8 @@ def _finish(
             stmt = Statement(ssn.state)
             for v in moved:
                 _evict(stmt, g, v)
-            if not _attempt(ssn, stmt, g, tasks, mask, [*moved, *carried], claimed):  # cannot happen
+            # Cannot fail: the same plan held a moment ago.
+            if not _attempt(ssn, stmt, g, tasks, mask, [*moved, *carried], claimed):
                 stmt.discard()
                 return Plan(g, ())
     ssn.commit(stmt)
