@@ -78,6 +78,8 @@ RECHECK_PROBLEMS: Final = 30.0
 """Seconds before a missing queue, pool, PriorityClass or sink is looked for again."""
 RETRY_AFTER_ERROR: Final = 5.0
 STOP_EVENTS_SECONDS: Final = 2.0
+STOP_RECONCILES_SECONDS: Final = 5.0
+"""How long `stop` lets in-flight reconciles end, so their transitions are written, not lost."""
 """On shutdown, how long the held-back transition Events get to be written."""
 FORGET_DELETES: Final = 300.0
 """Seconds after which a delete whose DELETED event never came (the pod was already gone) is
@@ -196,6 +198,8 @@ class JobsController:
         self.running: set[Key] = set()
         self.flush_due: dict[Key, float] = {}
         """Jobs with transition Events held back, and when they are written."""
+        self.stopping = False
+        """Set by `stop`: no new reconciles start, and transitions are written at once."""
         self.event_interval = EVENT_INTERVAL
         self.wake = asyncio.Event()
         self._arrivals = itertools.count()
@@ -327,7 +331,7 @@ class JobsController:
                         self._flush_events(key, state)
             waits = [*self.timers.values(), *self.flush_due.values()]
             free = RECONCILE_CONCURRENCY - len(self.running)
-            if free > 0:  # else a reconcile ending wakes this loop
+            if free > 0 and not self.stopping:  # else a reconcile ending wakes this loop
                 waiting = [k for k in self.dirty if k not in self.running]
                 ready = [k for k in waiting if self.not_before.get(k, 0.0) <= now]
                 for key in heapq.nsmallest(free, ready, key=self._arrival):
@@ -344,6 +348,12 @@ class JobsController:
                 await asyncio.wait_for(self.wake.wait(), timeout)
 
     async def stop(self) -> None:
+        # Reconciles still running would tell transitions after the flush below: let them end
+        # first (bounded), with `_tell_transitions` writing at once from now on.
+        self.stopping = True
+        reconciles = [t for t in self._tasks if t.get_name().startswith("reconcile-")]
+        if reconciles:
+            await asyncio.wait(reconciles, timeout=STOP_RECONCILES_SECONDS)
         for key, state in list(self.jobs.items()):
             self._flush_events(key, state)
         await self.events.drain(STOP_EVENTS_SECONDS)
@@ -579,8 +589,9 @@ class JobsController:
             self.timers[key] = min(self.timers.get(key, due), due)
         written = digest(plan.status)
         if written != state.written:
-            if not await self.apply.write_status(*key, plan.status):
-                self.forget(key)
+            if not await self.apply.write_status(*key, shape.uid, plan.status):
+                if self.jobs.get(key) is state:  # not its successor's state
+                    self.forget(key)
                 return
             state.written = written
         self._post(body, [e for e in plan.events if not e.transition])
@@ -604,7 +615,10 @@ class JobsController:
             return
         state.transitions.extend(events)
         due = state.events_at + self.event_interval
-        if time.monotonic() >= due:
+        # A job replaced under its name (or gone) meanwhile: `flush_due` is keyed by name and
+        # would be flushed from its successor's state, so this job's lines are written now.
+        replaced = self.jobs.get(key) is not state
+        if self.stopping or replaced or time.monotonic() >= due:
             self._flush_events(key, state)
         elif key not in self.flush_due:
             self.flush_due[key] = due
