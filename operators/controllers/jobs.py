@@ -589,7 +589,7 @@ class JobsController:
             self.timers[key] = min(self.timers.get(key, due), due)
         written = digest(plan.status)
         if written != state.written:
-            if not await self.apply.write_status(*key, shape.uid, plan.status):
+            if not await self.apply.write_status(*key, plan.status):
                 if self.jobs.get(key) is state:  # not its successor's state
                     self.forget(key)
                 return

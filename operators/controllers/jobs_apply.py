@@ -189,16 +189,12 @@ class Applier:
 
     # -- job ----------------------------------------------------------------------------------
 
-    async def write_status(
-        self, kind: str, ns: str, name: str, uid: str, status: dict[str, Any]
-    ) -> bool:
-        """False when the job is gone: deleted, or replaced by a new job of its name (the uid
-        in the patch makes the API server refuse it with 409 instead of writing onto that one)."""
-        body = {"metadata": {"uid": uid}, "status": status}
+    async def write_status(self, kind: str, ns: str, name: str, status: dict[str, Any]) -> bool:
+        """False when the job is gone."""
         try:
-            await self.client.merge_patch(f"{job_path(kind, ns, name)}/status", body)
+            await self.client.merge_patch(f"{job_path(kind, ns, name)}/status", {"status": status})
         except ApiError as err:
-            if err.not_found or err.conflict:
+            if err.not_found:
                 return False
             raise
         return True
