@@ -78,9 +78,9 @@ RECHECK_PROBLEMS: Final = 30.0
 """Seconds before a missing queue, pool, PriorityClass or sink is looked for again."""
 RETRY_AFTER_ERROR: Final = 5.0
 STOP_EVENTS_SECONDS: Final = 2.0
+"""On shutdown, how long the held-back transition Events get to be written."""
 STOP_RECONCILES_SECONDS: Final = 5.0
 """How long `stop` lets in-flight reconciles end, so their transitions are written, not lost."""
-"""On shutdown, how long the held-back transition Events get to be written."""
 FORGET_DELETES: Final = 300.0
 """Seconds after which a delete whose DELETED event never came (the pod was already gone) is
 forgotten."""
@@ -590,8 +590,7 @@ class JobsController:
         written = digest(plan.status)
         if written != state.written:
             if not await self.apply.write_status(*key, plan.status):
-                if self.jobs.get(key) is state:  # not its successor's state
-                    self.forget(key)
+                self.forget(key)
                 return
             state.written = written
         self._post(body, [e for e in plan.events if not e.transition])
