@@ -797,26 +797,57 @@ def test_a_binding_the_api_rejects_is_backed_off_and_told_while_others_bind(
         }
     )
     try:
+        _wait_until_bindings_are_refused(core, namespace, message)
         sched = start_scheduler()
         sched.wait_ready()
         core.create_namespaced_pod(namespace, pod("rejected-0"))
 
         def told() -> bool:
             return any(
-                e.reason == "FailedBinding" and message in (e.message or "")
+                e.reason == "FailedBinding"
+                and e.involved_object.name == "rejected-0"
+                and message in (e.message or "")
                 for e in core.list_namespaced_event(namespace).items
             )
 
-        # The policy takes a moment to be enforced; until then the pod could bind.
         wait_for(told, 60, "a FailedBinding Event with the policy's message", sched)
         core.create_namespaced_pod(namespace, pod("fine-0"))
         wait_for(lambda: bound(core, namespace, "fine-"), 30, "fine-0 bound", sched)
-        assert not bound(core, namespace, "rejected-")
+        assert not bound(core, namespace, "rejected-0")
     finally:
         with contextlib.suppress(client.ApiException):
             admission.delete_validating_admission_policy_binding(policy)
         with contextlib.suppress(client.ApiException):
             admission.delete_validating_admission_policy(policy)
+
+
+def _wait_until_bindings_are_refused(core: client.CoreV1Api, namespace: str, message: str) -> None:
+    """A new admission policy is enforced a moment after it is created (the API server loads it
+    from its own watch); a pod bound before that gets no FailedBinding (a CI run at load ~15
+    saw exactly that). Probe pods, bound by hand before any scheduler runs, show when it is."""
+    node = core.list_node().items[0].metadata.name
+    deadline = time.monotonic() + 60
+    for i in range(1000):
+        name = f"rejected-probe-{i}"
+        core.create_namespaced_pod(namespace, pod(name))
+        binding = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": name},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        }
+        refusal = ""
+        try:
+            core.create_namespaced_pod_binding(name, namespace, binding, _preload_content=False)
+        except client.ApiException as exc:
+            body = exc.body or b""
+            refusal = body.decode() if isinstance(body, bytes) else str(body)
+        core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
+        if refusal:
+            assert message in refusal, refusal
+            return
+        assert time.monotonic() < deadline, "the binding policy was not enforced within 60 s"
+        time.sleep(0.5)
 
 
 def test_a_running_gang_below_its_minimum_is_evicted_whole_after_its_grace(
