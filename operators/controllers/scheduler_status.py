@@ -583,10 +583,7 @@ class StatusWriter:
         wait = self._last_write.get(group_uid, -math.inf) + interval - now
         if wait <= 0:
             return False
-        if group_uid not in self._held:
-            self._held[group_uid] = asyncio.get_running_loop().call_later(
-                wait, self._release, group_uid, key
-            )
+        self._arm(group_uid, key, wait)
         return True
 
     def _hold_counts(self, group_uid: str, key: tuple[str, str], now: float) -> bool:
@@ -598,11 +595,19 @@ class StatusWriter:
         wait = since + self._count_interval - now
         if wait <= 0:
             return False
-        if group_uid not in self._held:
-            self._held[group_uid] = asyncio.get_running_loop().call_later(
-                wait, self._release, group_uid, key
-            )
+        self._arm(group_uid, key, wait)
         return True
+
+    def _arm(self, group_uid: str, key: tuple[str, str], wait: float) -> None:
+        """One timer per group, due when the first of its held changes may go out: a count
+        held behind a message's longer timer would otherwise wait for that one."""
+        loop = asyncio.get_running_loop()
+        armed = self._held.get(group_uid)
+        if armed is not None:
+            if armed.when() <= loop.time() + wait:
+                return
+            armed.cancel()
+        self._held[group_uid] = loop.call_later(wait, self._release, group_uid, key)
 
     def _release(self, group_uid: str, key: tuple[str, str]) -> None:
         del self._held[group_uid]

@@ -589,6 +589,38 @@ async def test_count_changes_are_coalesced_and_the_last_counts_land_on_time() ->
     assert [(w["running"], w["pending"]) for w in writes[3:]] == [(2, 1)]
 
 
+async def test_held_counts_land_at_their_interval_even_behind_a_held_message() -> None:
+    """A message-only change armed the group's timer for the (longer) message interval; the
+    counts that changed next must not wait for it (they did: up to 10 s late)."""
+    h = Harness()
+    h.group(podgroup("g", min_member=3, status={"phase": "Pending"}))
+    h.pod(pod("g-0", group="g"))
+    api = StoringApi({"g": {"phase": "Pending"}})
+    fake: Any = api
+    writer = StatusWriter(
+        fake, h.cache, SchedulerMetrics(), 2, message_interval=1.0, count_interval=0.2
+    )
+
+    def why(text: str) -> SessionResult:
+        e = D.Explanation("pg-g", D.ReasonCode.NOT_ADMITTED, text)
+        return SessionResult(decisions=(), explanations={"pg-g": e})
+
+    async def step(now: float, text: str) -> None:
+        writer.write_groups(why(text), now, "t", only={("ns", "g")})
+        await writer.drain()
+        h.group(podgroup("g", min_member=3, status=api.stored["g"]["status"]))
+
+    await step(100.0, "needs 3 GPUs; 0 free")  # written
+    await step(100.01, "needs 3 GPUs; 1 free")  # the message alone: held, 1 s timer
+    h.pod(pod("g-1", group="g"))
+    await step(100.02, "needs 3 GPUs; 1 free")  # the counts: held for 0.2 s
+    assert api.stored["g"]["status"].get("pending") == 1
+    h.changes.clear()
+    h.cache.dirty_groups.clear()
+    await asyncio.sleep(0.4)
+    assert h.cache.dirty_groups == {("ns", "g")}
+
+
 async def test_a_lost_lease_cancels_the_timers_of_held_counts() -> None:
     h = Harness()
     h.group(podgroup("g", min_member=1, status={"phase": "Running", "running": 0, "pending": 0}))
