@@ -577,10 +577,16 @@ class SchedulerOperator:
     def _below_minimum(self, rec: R.GroupRecord, applier: DecisionApplier) -> bool:
         grp = rec.group
         # A one-pod group is never between none and its minimum: only gangs are looked at.
-        if grp.phase not in RAN or grp.min_member < 2 or rec.uid in applier.binding_groups:
+        if grp.min_member < 2 or rec.uid in applier.binding_groups:
             return False
+        counts = count_members(self.cache, rec.uid)
         # Only a gang that still holds something is stale (evicting it frees room).
-        return 0 < count_members(self.cache, rec.uid).bound < grp.min_member
+        if not 0 < counts.bound < grp.min_member:
+            return False
+        # A gang whose phase says it never ran but of which nothing waits was placed whole and
+        # lost a member before a status pass saw it whole (so Running was never written): the
+        # half-bound repair wants members waiting, and without this nothing would ever free it.
+        return grp.phase in RAN or (grp.phase in NEVER_RAN and not counts.pending)
 
     async def _repair_half_bound(
         self, applier: DecisionApplier, bound_now: set[str], now: float

@@ -1,6 +1,9 @@
 """Stale gangs: a running gang that has fallen below its minimum (a pod failed or was evicted
 and did not come back) for longer than its grace period is evicted whole, so it stops holding
-room - GPUs above all - that it cannot use.
+room - GPUs above all - that it cannot use. A gang whose phase still says it never ran (Pending,
+Inqueue) counts too once none of its pods waits for a node: it was placed whole and lost a member
+before its Running phase was written, and nothing else would ever free its room (the runtime's
+half-bound repair takes only gangs whose missing members still wait to be placed).
 
 The core reads no clock: when the gang fell below its minimum is the runtime's observation
 (``PodGroup.below_minimum_since``); the core decides whether the grace period has run out at
@@ -21,6 +24,7 @@ if TYPE_CHECKING:
     from operators.scheduler.snapshot import PodGroup
 
 _RUNNING = (GroupPhase.RUNNING, GroupPhase.UNKNOWN)
+_NEVER_RAN = (GroupPhase.PENDING, GroupPhase.INQUEUE)
 
 
 def grace_of(pg: PodGroup, default: float) -> float | None:
@@ -37,8 +41,12 @@ def run(ssn: Session) -> None:
     state = ssn.state
     for g in state.groups:
         since = g.pg.below_minimum_since
-        if since is None or g.phase not in _RUNNING or g.gang_satisfied():
+        if since is None or g.gang_satisfied():
             continue
+        if g.phase not in _RUNNING and (
+            g.phase not in _NEVER_RAN or any(t.pending for t in g.tasks)
+        ):
+            continue  # finished, or a half-bound gang whose rest may still follow: not stale
         grace = grace_of(g.pg, ssn.config.stale_gang_grace)
         if grace is None or state.now < since + grace:
             continue

@@ -7,6 +7,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from operators.scheduler import snapshot as S
+
 from .factories import node, pod, podgroup
 from .test_self_writes import Loop
 
@@ -65,13 +67,15 @@ async def test_a_gang_the_last_session_did_not_count_gets_its_deadline_between_s
     """Seen in CI under load: a pod of a just-bound gang was deleted, and the session that saw it
     did not yet see the group Running (its status echo was late), so it tracked nothing; the echo
     then started no session, and the gang kept its room for a whole safety tick. The status pass
-    the echo starts counts the gang, so the loop wakes at its grace deadline."""
+    the echo starts counts the gang, so the loop wakes at its grace deadline. (Its replacement
+    waits here: a gang of which nothing waits is counted without the echo, the test below.)"""
     loop = Loop()
     loop.api.add("node", node("n0"))
     raw: dict[str, Any] = podgroup("g", min_member=2, status={"phase": "Inqueue"})
     raw["spec"]["staleGangGraceSeconds"] = 2
     loop.api.add("podgroup", raw)
     loop.api.add("pod", pod("g-0", group="g", node="n0", phase="Running"))
+    loop.api.add("pod", pod("g-1", group="g"))
     loop.op._track_below_minimum(loop.applier, SINCE)
     assert not loop.op._below_minimum_since  # not Running as the session saw it
 
@@ -112,3 +116,43 @@ async def test_a_second_drop_gets_its_own_grace_not_the_first_drops() -> None:
     loop.h.delete_pod("g-1")  # the second drop, now
     await loop.settle()
     assert dict(loop.op._stale_deadlines())["pg-g"] > time.time() + 200
+
+
+async def test_a_gang_that_lost_a_member_before_it_was_seen_running_is_stale() -> None:
+    """CI at de59e8f: a 3-pod gang was bound, and its third pod deleted before any status pass
+    saw all three bound (a session for another pod's rejected binding took that pass's turn), so
+    Running was never written. Inqueue with two pods bound and none waiting, it was neither a
+    stale gang (never ran) nor half-bound (nothing left to bind): it held its node for ever."""
+    loop = Loop()
+    loop.api.add("node", node("n0"))
+    raw: dict[str, Any] = podgroup("g", min_member=3, status={"phase": "Inqueue"})
+    raw["spec"]["staleGangGraceSeconds"] = 2
+    loop.api.add("podgroup", raw)
+    for i in range(2):
+        loop.api.add("pod", pod(f"g-{i}", group="g", node="n0", phase="Running", uid=f"u{i}"))
+    await loop.settle()
+    assert loop.op.cache.groups[("ns", "g")].group.phase is S.GroupPhase.INQUEUE
+    assert loop.op._next_deadline(time.time()) < 2.1  # the loop wakes at its grace deadline
+
+    loop.op._below_minimum_since["pg-g"] = time.time() - 3.0  # that deadline has passed
+    assert loop.op._timed_session_due(time.time())
+    await loop.op.cycle(loop.applier, loop.status)
+    await loop.applier.drain()
+    evicted = {path for _, path in loop.api.writes if path.endswith("/eviction")}
+    assert evicted == {f"/api/v1/namespaces/ns/pods/g-{i}/eviction" for i in range(2)}
+
+
+async def test_a_half_bound_gang_whose_rest_waits_is_left_to_the_half_bound_repair() -> None:
+    # The same gang with its third pod waiting for a node (a crash between Binding POSTs): the
+    # rest may still follow, so the stale-gang grace does not apply (half-bound-grace-seconds
+    # does, tests/unit/runtime/test_half_bound.py).
+    loop = Loop()
+    loop.api.add("node", node("n0", cpu="2"))
+    raw: dict[str, Any] = podgroup("g", min_member=3, status={"phase": "Inqueue"})
+    raw["spec"]["staleGangGraceSeconds"] = 2
+    loop.api.add("podgroup", raw)
+    for i in range(2):
+        loop.api.add("pod", pod(f"g-{i}", group="g", node="n0", phase="Running", uid=f"u{i}"))
+    loop.api.add("pod", pod("g-2", group="g", uid="u2"))
+    await loop.settle()
+    assert not loop.op._below_minimum_since

@@ -14,14 +14,12 @@ from operators.scheduler.snapshot import GroupPhase, Snapshot
 from .builders import evictions, group, node, tasks
 
 
-def _broken(now: float, **kwargs: Any) -> Snapshot:
+def _broken(now: float, phase: GroupPhase = GroupPhase.RUNNING, **kwargs: Any) -> Snapshot:
     """g needs 3 pods; one is gone since t=100, two still hold their GPUs."""
     return Snapshot(
         now=now,
         nodes=(node("n0", gpus=8),),
-        groups=(
-            group("g", min_member=3, phase=GroupPhase.RUNNING, below_minimum_since=100.0, **kwargs),
-        ),
+        groups=(group("g", min_member=3, phase=phase, below_minimum_since=100.0, **kwargs),),
         tasks=tuple(tasks("g", 2, gpus=2, on=["n0"])),
     )
 
@@ -58,3 +56,20 @@ def test_control_a_complete_gang_is_not_stale() -> None:
         tasks=tuple(tasks("g", 3, gpus=2, on=["n0"])),
     )
     assert not evictions(run_session(whole))
+
+
+def test_a_gang_never_seen_running_is_stale_once_none_of_it_waits() -> None:
+    # Placed whole, a member lost before the runtime wrote Running: the phase still says
+    # Inqueue, but nothing of it waits to be placed, so nothing but this frees its room.
+    assert evictions(run_session(_broken(10_000.0, phase=GroupPhase.INQUEUE)))
+    assert evictions(run_session(_broken(10_000.0, phase=GroupPhase.PENDING)))
+    assert not evictions(run_session(_broken(10_000.0, phase=GroupPhase.COMPLETED)))
+    # With a member still waiting it is a half-bound gang whose rest may follow: not stale.
+    snap = _broken(10_000.0, phase=GroupPhase.INQUEUE)
+    waiting = Snapshot(
+        now=snap.now,
+        nodes=snap.nodes,
+        groups=snap.groups,
+        tasks=(*snap.tasks, *tasks("g", 1, gpus=8, start=2)),
+    )
+    assert not [e for e in evictions(run_session(waiting)) if e.reason == EvictReason.STALE_GANG]
