@@ -62,6 +62,10 @@ class SessionConfig:
     # score counts as fragment (0: the FGD paper's measure; plugins/fragmentation.py). Measured
     # on the openb traces in docs/quality.md.
     fragmentation_cpu_reach: float = 0.0
+    # Added to a typical pod's frequency, times its scarcity: how much of the GPU of the few
+    # nodes it fits its demand needs (0..1; plugins/fragmentation.py scarcity()), so large pods
+    # keep the nodes only they fit. Measured on the openb traces in docs/quality.md.
+    fragmentation_scarcity: float = 0.0
     # The fragmentation score is rounded down to 1/levels, so near-equal nodes tie and the first
     # in order wins; at most 125, so placement's domain fill (0.004) stays below half a level.
     fragmentation_levels: int = 100
@@ -126,6 +130,10 @@ class SessionConfig:
         if not 0.0 <= self.fragmentation_cpu_reach < float("inf"):
             raise ValueError(
                 f"fragmentation_cpu_reach must be finite and >= 0, not {self.fragmentation_cpu_reach}"
+            )
+        if not 0.0 <= self.fragmentation_scarcity < float("inf"):
+            raise ValueError(
+                f"fragmentation_scarcity must be finite and >= 0, not {self.fragmentation_scarcity}"
             )
 
 

@@ -33,11 +33,12 @@ REFERENCE = {
 }
 ALL_POLICIES = (*REFERENCE, OURS)
 # Sluice with fragmentation knobs away from the defaults, run only when named (``--policies``):
-# the CPU reach measured in docs/quality.md part A, not the default yet (it costs multigpu50).
-# Name -> (fragmentation_cpu_reach, fragmentation_levels).
-SLUICE_VARIANTS: dict[str, tuple[float, int]] = {
-    "Sluice, CPU reach": (1.0, 20),
-    "Sluice, CPU reach 0.5": (0.5, 100),
+# the variants measured in docs/quality.md part A, not the default (each costs multigpu50).
+# Name -> (fragmentation_cpu_reach, fragmentation_levels, fragmentation_scarcity).
+SLUICE_VARIANTS: dict[str, tuple[float, int, float]] = {
+    "Sluice, CPU reach": (1.0, 20, 0.0),
+    "Sluice, CPU reach 0.5": (0.5, 100, 0.0),
+    "Sluice, CPU reach + scarcity": (1.0, 20, 0.5),
 }
 LINGJUN_RESULTS = Path("docs/quality/lingjun-results.json")
 PHILLY_RESULTS = Path("docs/quality/philly-results.json")
@@ -84,6 +85,7 @@ def run_matrix(traces: list[str], policies: list[str], seeds: list[int], path: P
                         openb.session_config(None, seed, ()),
                         fragmentation_cpu_reach=variant[0],
                         fragmentation_levels=variant[1],
+                        fragmentation_scarcity=variant[2],
                     )
                     if variant is not None
                     else None

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from operators.scheduler import SessionConfig, run_session
-from operators.scheduler.plugins.fragmentation import FragModel
+from operators.scheduler.plugins.fragmentation import FragModel, scarcity
 from operators.scheduler.snapshot import Node, Snapshot
 
 from .builders import binds, group, node, tasks
@@ -245,6 +245,8 @@ def test_the_cpu_reach_only_adds_and_grows_as_cores_go(
         {"fragmentation_levels": 126},
         {"fragmentation_cpu_reach": -0.5},
         {"fragmentation_cpu_reach": float("nan")},
+        {"fragmentation_scarcity": -1.0},
+        {"fragmentation_scarcity": float("inf")},
     ],
 )
 def test_a_fragmentation_setting_out_of_range_is_refused_when_the_config_is_made(
@@ -252,3 +254,79 @@ def test_a_fragmentation_setting_out_of_range_is_refused_when_the_config_is_made
 ) -> None:
     with pytest.raises(ValueError, match="fragmentation_"):
         SessionConfig(**bad)  # type: ignore[arg-type]
+
+
+def _wide_node_needed() -> Snapshot:
+    """Only "wide" (16 cores) fits the 2-card, 15-core pod; "std" (12 cores) fits the rest.
+    Three full nodes run the common pods (one card, 6 cores). Pending: an 8-core one-card
+    pod, then the large pod."""
+    full = [node(f"full{i}", cpu=12, gpus=2) for i in range(3)]
+    running = [
+        t for i in range(3) for t in tasks(f"run{i}", 2, cpu=6, gpus=1, on=[f"full{i}", f"full{i}"])
+    ]
+    return Snapshot(
+        now=0,
+        nodes=(node("wide", cpu=16, gpus=2), node("std", cpu=12, gpus=2), *full),
+        groups=(
+            *(group(f"run{i}", min_member=2) for i in range(3)),
+            group("small", created=1.0),
+            group("large", created=2.0),
+        ),
+        tasks=(
+            *running,
+            *tasks("small", 1, cpu=8, gpus=1),
+            *tasks("large", 1, cpu=15, gpus=2),
+        ),
+    )
+
+
+def test_a_small_pod_keeps_off_the_only_node_a_large_pod_fits() -> None:
+    # The paper's measure weighs the large pod by its frequency (1 of 8 tasks): breaking
+    # "wide" for it costs 125 milli, while on "std" the small pod leaves a card no common pod
+    # can use (750). Scarcity adds what the large pod needs of the few nodes it fits (all of
+    # wide's GPU, which is 20% of the cluster's: 0.8), so "wide" costs more than "std".
+    snap = _wide_node_needed()
+    reach = SessionConfig(fragmentation_cpu_reach=1.0, fragmentation_levels=20)
+    for scarce in (
+        dataclasses.replace(reach, fragmentation_scarcity=0.5),
+        SessionConfig(fragmentation_scarcity=0.5),
+    ):
+        placed = {b.group: b.node for b in binds(run_session(snap, scarce))}
+        assert placed["small"] == "std"
+        assert placed["large"] == "wide"
+    # Without it - the CPU reach alone, and the paper's measure (the default) - the small pod
+    # takes "wide" and the large pod finds no node.
+    for old in (reach, SessionConfig()):
+        placed = {b.group: b.node for b in binds(run_session(snap, old))}
+        assert placed["small"] == "wide"
+        assert "large" not in placed
+
+
+def test_scarcity_is_the_need_for_the_gpu_of_the_few_nodes_a_pod_fits() -> None:
+    node_cards = np.asarray([[1000.0, 1000.0], [1000.0, 1000.0], [1000.0, 0.0]])
+    node_cpu = np.asarray([16_000.0, 12_000.0, 12_000.0])
+    got = scarcity(
+        # a 15-core two-card pod asking 4 cards (twice what fits it), a one-card pod, a CPU pod
+        demand=np.asarray([4000.0, 1000.0, 0.0]),
+        cpu=np.asarray([15_000.0, 6_000.0, 4_000.0]),
+        milli=np.asarray([1000.0, 1000.0, 0.0]),
+        cards=np.asarray([2.0, 1.0, 1.0]),
+        access=np.ones((3, 3), dtype=np.bool_),
+        node_cpu=node_cpu,
+        node_cards=node_cards,
+    )
+    # Need capped at 1, times the 3/5 of the GPU elsewhere; the one-card pod fits every node.
+    assert got.tolist() == pytest.approx([0.6, 0.0, 0.0])
+    # A predicate that keeps the one-card pod to node 2 makes its one card scarce: 1 * 4/5.
+    access = np.ones((3, 3), dtype=np.bool_)
+    access[1, :2] = False
+    got = scarcity(
+        np.asarray([4000.0, 1000.0, 0.0]),
+        np.asarray([15_000.0, 6_000.0, 4_000.0]),
+        np.asarray([1000.0, 1000.0, 0.0]),
+        np.asarray([2.0, 1.0, 1.0]),
+        access,
+        node_cpu,
+        node_cards,
+    )
+    assert got.tolist() == pytest.approx([0.6, 0.8, 0.0])
