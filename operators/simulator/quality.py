@@ -137,13 +137,23 @@ def lingjun_path(compress: float) -> Path:
     return LINGJUN_RESULTS.with_name(f"{LINGJUN_RESULTS.stem}-x{compress:g}.json")
 
 
+LIMITED_SUFFIX = " jobs"  # the end of a partial replay's key: ", first N jobs"
+
+
+def lingjun_key(policy: str, compress: float, limit: int | None) -> str:
+    """A replay's name in the results file: a replay of the first ``limit`` jobs is not the
+    full replay, so it is cached under its own name (and stays out of the report's table)."""
+    key = policy if compress == 1.0 else f"{policy}, arrivals x{compress:g}"
+    return key if limit is None else f"{key}, first {limit}{LIMITED_SUFFIX}"
+
+
 def run_lingjun(policies: list[str], path: Path, limit: int | None, compress: float) -> None:
     folder = traces_dir() / "lingjun"
     nodes = replay.load_lingjun_hosts(folder / "topo.csv")
     jobs = replay.load_jobs(folder / "crux_jobs.csv", limit, compress)
     done = json.loads(path.read_text()) if path.is_file() else {}
     for policy in policies:
-        key = policy if compress == 1.0 else f"{policy}, arrivals x{compress:g}"
+        key = lingjun_key(policy, compress, limit)
         if key in done:
             continue  # cached: delete the results file to replay again
         config, shape = lingjun_config(policy)
@@ -236,7 +246,11 @@ def main(argv: list[str] | None = None) -> int:
     # difference is not the chain of decisions) are cached beside them and quoted in the prose.
     for found in (lingjun_path(10.0), lingjun_path(1.0)):
         if found.is_file():
-            replays.update(json.loads(found.read_text()))
+            replays.update(
+                (key, row)
+                for key, row in json.loads(found.read_text()).items()
+                if not key.endswith(LIMITED_SUFFIX)
+            )
     if replays:
         report_module.write_lingjun(replays, args.docs)
     if PHILLY_RESULTS.is_file():
