@@ -39,6 +39,7 @@ SLUICE_VARIANTS: dict[str, tuple[float, int, float]] = {
     "Sluice, CPU reach": (1.0, 20, 0.0),
     "Sluice, CPU reach 0.5": (0.5, 100, 0.0),
     "Sluice, CPU reach + scarcity": (1.0, 20, 0.5),
+    "Sluice, CPU reach 0.5 + scarcity": (0.5, 20, 0.5),
 }
 LINGJUN_RESULTS = Path("docs/quality/lingjun-results.json")
 PHILLY_RESULTS = Path("docs/quality/philly-results.json")
