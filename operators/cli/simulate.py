@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
 POLICIES = ("sluice", "fifo-random", "fifo-bestfit")
+MAX_SOFT_AFTER = 604_800  # the API's bound on networkTopology.softAfterSeconds (one week)
 
 
 def arguments(parser: argparse.ArgumentParser) -> None:
@@ -51,9 +52,17 @@ def arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--policy", choices=POLICIES, default="sluice")
     parser.add_argument(
         "--topology",
-        choices=("soft", "hard", "none"),
+        choices=("soft", "hard", "tor", "none"),
         default="soft",
-        help="network topology the gangs ask for (sluice policy only; default soft)",
+        help="network topology the gangs ask for (sluice policy only; default soft; tor: gangs "
+        "that fit one ToR wait for one, the others soft)",
+    )
+    parser.add_argument(
+        "--soft-after",
+        type=int,
+        metavar="SECONDS",
+        help="with --topology tor: a gang waits for one ToR at most SECONDS after it arrives, "
+        "then spreads as soft (networkTopology.softAfterSeconds)",
     )
     parser.add_argument("--plot", type=Path, help="write GPUs in use over time (.png/.svg)")
 
@@ -85,8 +94,19 @@ def load_nodes(spec: str) -> tuple[Node, ...]:
     return tuple(out)
 
 
-def config_for(policy: str, topology: str) -> tuple[SessionConfig, replay.GroupShaper]:
+def config_for(
+    policy: str, topology: str, soft_after: int | None = None
+) -> tuple[SessionConfig, replay.GroupShaper]:
+    if soft_after is not None:
+        # Refused as the API refuses it (softAfterSeconds only bounds a hard request).
+        if policy != "sluice" or topology != "tor":
+            raise SystemExit("sluice simulate: --soft-after goes with --topology tor")
+        if not 0 <= soft_after <= MAX_SOFT_AFTER:
+            raise SystemExit(f"sluice simulate: --soft-after must be 0..{MAX_SOFT_AFTER} seconds")
     if policy == "sluice":
+        if topology == "tor":
+            shape = replay.tor_first if soft_after is None else replay.tor_for(float(soft_after))
+            return SessionConfig(), shape
         mode = {"soft": replay.soft_topology, "hard": replay.hard_topology}
         return SessionConfig(), mode.get(topology, replay.as_is)
     only = SessionConfig(binpack_weight=0.0, topology_weight=0.0, fragmentation_weight=0.0)
@@ -106,11 +126,11 @@ def run(args: argparse.Namespace) -> int:
         raise SystemExit("sluice simulate: give --nodes and --jobs, or --snapshot")
     if args.guarantee:
         raise SystemExit("sluice simulate: --guarantee goes with --snapshot")
+    config, shape = config_for(args.policy, args.topology, args.soft_after)
     nodes = load_nodes(args.nodes)
     if not args.jobs.is_file():
         raise SystemExit(f"sluice simulate: no such job file: {args.jobs}")
     jobs = replay.load_jobs(args.jobs, args.limit)
-    config, shape = config_for(args.policy, args.topology)
     sim = replay.Replay(nodes, jobs, config, shape=shape)
     stats = replay.summarise(sim.run(), nodes)
     gpus = sum(n.gpu_count for n in nodes)

@@ -6,8 +6,10 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from operators.cli import simulate
 from operators.cli.main import main
 from operators.scheduler.session import DEFAULT_ACTIONS, ActionName, SessionConfig
+from operators.scheduler.snapshot import NetworkTopology, PodGroup, TopologyMode
 from operators.simulator import replay
 from operators.simulator.replay import TraceJob
 
@@ -138,3 +140,24 @@ def test_a_run_ending_twice_finishes_once() -> None:
     sim._finish("j0", 30.0)
     assert "j0" not in sim.groups
     assert sim.records["j0"].end == 30.0
+
+
+def test_cli_simulate_bounds_the_tor_wait_as_the_api_does() -> None:
+    # --topology tor: gangs that fit one ToR ask hard for one; --soft-after N bounds the wait
+    # (softAfterSeconds); larger gangs ask softly. Out of range or without tor it is refused,
+    # as the API refuses softAfterSeconds without a hard request.
+    _, bounded = simulate.config_for("sluice", "tor", 1800)
+    _, unbounded = simulate.config_for("sluice", "tor")
+    gang = PodGroup(uid="g", namespace="ns", name="g", min_member=4)
+    wide = PodGroup(uid="w", namespace="ns", name="w", min_member=16)
+    assert bounded(gang).network_topology == NetworkTopology(TopologyMode.HARD, "tor", 1800.0)
+    assert unbounded(gang).network_topology == NetworkTopology(TopologyMode.HARD, "tor")
+    assert bounded(wide).network_topology == NetworkTopology(TopologyMode.SOFT, "")
+    for policy, topology, seconds in (
+        ("sluice", "soft", 60),
+        ("fifo-bestfit", "tor", 60),
+        ("sluice", "tor", -1),
+        ("sluice", "tor", simulate.MAX_SOFT_AFTER + 1),
+    ):
+        with pytest.raises(SystemExit, match="--soft-after"):
+            simulate.config_for(policy, topology, seconds)
