@@ -33,7 +33,7 @@ REFERENCE = {
 }
 ALL_POLICIES = (*REFERENCE, OURS)
 # Sluice with fragmentation knobs away from the defaults, run only when named (``--policies``):
-# the variants measured in docs/quality.md part A, not the default (each costs multigpu50).
+# the variants measured in docs/quality.md part A, not the default (why: see there).
 # Name -> (fragmentation_cpu_reach, fragmentation_levels, fragmentation_scarcity).
 SLUICE_VARIANTS: dict[str, tuple[float, int, float]] = {
     "Sluice, CPU reach": (1.0, 20, 0.0),

@@ -7,10 +7,10 @@ as fragment for a typical pod when the pod could not use it: all of it when the 
 fit there at all (too few cards with enough free milli, too little CPU, or a node its
 predicates reject), otherwise the milli on cards with less free than the pod wants per card.
 Beyond the paper's measure, the usable idle GPU that the node's free CPU cannot feed may count
-too (``SessionConfig.fragmentation_cpu_reach``, off by default): with ``c`` free cores a pod of ``p`` cores per
-``d`` GPU milli reaches at most ``c / p * d`` milli, so a node whose cores run out before its
-cards is fragmented in proportion, and every core taken there costs - not only the core after
-which no typical pod fits. A node's fragment is the weighted sum over typical pods: each
+too (``SessionConfig.fragmentation_cpu_reach``, off by default): with ``c`` free cores a pod of
+``p`` cores per ``d`` GPU milli reaches at most ``c / p * d`` milli, so a node whose cores run
+out before its cards is fragmented in proportion, and every core taken there costs - not only
+the core after which no typical pod fits. A node's fragment is the weighted sum over typical pods: each
 weighs its frequency plus, times ``SessionConfig.fragmentation_scarcity`` (off by default),
 its scarcity (:func:`scarcity`), so the few nodes a large pod fits are not the first the reach
 spends.
@@ -263,8 +263,8 @@ def scarcity(
     small, but nothing else can serve them, and other pods (above all CPU-heavy ones steered
     by the CPU reach to the nodes with cores to spare) would otherwise take those nodes first.
     """
-    whole = (node_cards[None, :, :] >= milli[:, None, None]).sum(axis=2) >= cards[:, None]
-    fits = access & whole & (node_cpu[None, :] >= cpu[:, None])
+    enough_cards = (node_cards[None, :, :] >= milli[:, None, None]).sum(axis=2) >= cards[:, None]
+    fits = access & enough_cards & (node_cpu[None, :] >= cpu[:, None])
     per_node = node_cards.sum(axis=1)
     supply = fits.astype(np.float64) @ per_node
     total = float(per_node.sum())
