@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from kubernetes import client
+from kubernetes import client, watch
 
 from operators.api import labels
 from operators.api.scheduling import PodGroup, Pool
@@ -98,7 +98,9 @@ def test_a_job_moves_so_a_fragmented_gang_fits(
 ) -> None:
     """Fails on main before consolidation: nothing moves a running job to defragment (preempt
     needs lower-priority victims and all jobs here have equal priority), so the 8-GPU pod
-    stays Pending with 8 GPUs idle in its pool for ever."""
+    stays Pending with 8 GPUs idle in its pool for ever. The moved job keeps its admission
+    (its PodGroup goes Running -> Inqueue -> Running); before moves kept it, the re-created
+    pod made the group Pending, to be admitted again."""
     pool, (x, y) = pool_of_two
     apps = client.AppsV1Api(k8s)
     sched = start_scheduler()
@@ -130,6 +132,9 @@ def test_a_job_moves_so_a_fragmented_gang_fits(
         core.delete_namespaced_pod(f"fill-{job}", namespace, grace_period_seconds=0)
     wait_for(lambda: not bound(core, namespace, "fill-"), 30, "fillers gone", sched)
     before = {p.metadata.labels["app"]: p.metadata.uid for p in bound(core, namespace, "job-")}
+    since = custom.list_namespaced_custom_object(GROUP, VERSION, namespace, PodGroup.plural)[
+        "metadata"
+    ]["resourceVersion"]
 
     create_group("big")
     big = pod("big-0", NODE_GPUS, group="big")
@@ -157,6 +162,24 @@ def test_a_job_moves_so_a_fragmented_gang_fits(
     assert conds["Consolidated"]["status"] == "True", conds
     assert "big" in conds["Consolidated"]["message"]
     wait_event(core, namespace, "Consolidated", moved[0], sched)
+    # It kept its admission: every phase written since the move, replayed from the API.
+    stream = watch.Watch().stream(
+        custom.list_namespaced_custom_object,
+        GROUP,
+        VERSION,
+        namespace,
+        PodGroup.plural,
+        resource_version=since,
+        timeout_seconds=2,
+    )
+    phases = [
+        (ev["object"].get("status") or {}).get("phase")
+        for ev in stream
+        if ev["object"]["metadata"]["name"] == moved[0]
+    ]
+    assert "Pending" not in phases, phases
+    assert "Inqueue" in phases, phases
+    assert phases[-1] == "Running", phases
     # The pod request is what it claims: 8 whole GPUs.
     assert big_pod.spec.containers[0].resources.limits[GPU] == str(NODE_GPUS)
     assert POD_GROUP in big_pod.metadata.annotations

@@ -38,7 +38,7 @@ from operators.runtime.client import ApiError, KubeClient
 from operators.runtime.metrics import SchedulerMetrics
 from operators.scheduler import decisions as D
 from operators.scheduler import snapshot as S
-from operators.scheduler.session import PoolStatus, QueueStatus, SessionResult
+from operators.scheduler.session import PoolStatus, QueueStatus, SessionConfig, SessionResult
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +54,8 @@ OWNED_CONDITIONS = (
 POOL_NOT_FOUND = "PoolNotFound"
 """Reason of `PoolFallback=True` and of its Warning Event: `spec.pool` names no Pool, so the
 group is placed in `default` (as the nodes of a deleted pool are)."""
+MOVE_WINDOW = SessionConfig().consolidation_window
+"""The live loop runs the core with the default window (`SchedulerLoop.session_config`)."""
 Warn = Callable[[str, str, str], None]
 """(group uid, reason, message) -> post a Warning Event about that group."""
 _HAPPY = (D.ReasonCode.SCHEDULED, D.ReasonCode.ADMITTED)
@@ -202,6 +204,15 @@ def _last_eviction(d: D.Evict, now_text: str, peer_ref: Callable[[str], str]) ->
     if d.preemptor:
         out["preemptor"] = peer_ref(d.preemptor)
     return out
+
+
+def _moved(status: Mapping[str, Any], evicted: Mapping[str, Any] | None, now: float) -> bool:
+    """Was the group's last eviction a consolidation move, less than MOVE_WINDOW ago?"""
+    last = evicted or status.get("lastEviction") or {}
+    if last.get("reason") != D.EvictReason.CONSOLIDATED.value:
+        return False
+    at = R.consolidated_at(status)
+    return at is not None and now - at < MOVE_WINDOW
 
 
 def _comparable(status: Mapping[str, Any]) -> Any:
@@ -517,7 +528,9 @@ class StatusWriter:
                 continue
             self._unchanged.pop(rec.uid, None)
             old = self._as_written(rec.uid, rec.status)
-            phase = next_phase(grp.phase, decided.get(rec.uid), grp.min_member, counts)
+            phase = next_phase(
+                grp.phase, decided.get(rec.uid), grp.min_member, counts, _moved(old, evicted, now)
+            )
             desired: dict[str, Any] = {
                 "phase": phase.value,
                 "running": counts.running,

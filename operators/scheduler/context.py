@@ -10,12 +10,15 @@ from operators.scheduler.state import Placement
 from operators.scheduler.statement import AllocateOp
 
 if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
     from operators.scheduler.decisions import Decision
     from operators.scheduler.framework import Extensions
     from operators.scheduler.reservation import Reservations
     from operators.scheduler.session import SessionConfig
     from operators.scheduler.shapeviews import ShapeViews
-    from operators.scheduler.state import SessionState
+    from operators.scheduler.state import GroupInfo, SessionState
     from operators.scheduler.statement import Operation, Statement
 
 
@@ -31,6 +34,12 @@ class Session:
     operations: list[Operation] = field(default_factory=list)
     # Decisions that are not placements (phases, delayed-preemption marks), in emission order.
     decisions: list[Decision] = field(default_factory=list)
+    # Jobs consolidation moved this session, placed again only in simulation: whatever commits
+    # after their plan must leave room for them (actions/movers.py).
+    moved: list[GroupInfo] = field(default_factory=list)
+    # Nodes nominated by the first ``n`` committed operations, kept up to date when asked
+    # (actions/movers.py): (n, per node).
+    nominated: tuple[int, NDArray[np.bool_]] | None = None
 
     def commit(self, stmt: Statement) -> None:
         ops = stmt.commit()

@@ -35,6 +35,7 @@ from operators.scheduler.context import Session, placements
 from operators.scheduler.decisions import (
     Decision,
     Evict,
+    EvictReason,
     Explanation,
     ReasonCode,
     SetGroupPhase,
@@ -234,10 +235,12 @@ def _phase_changes(ssn: Session, evictions: dict[str, tuple[list[str], EvictOp]]
                 g.phase = phase
                 out.append(SetGroupPhase(g.uid, phase, "GangBound"))
         if g.uid in evictions and not any(t.held for t in g.tasks):
-            phase = next_phase(g.phase, GroupEvent.EVICTED)
+            moved = evictions[g.uid][1].reason is EvictReason.CONSOLIDATED
+            event = GroupEvent.MOVED if moved else GroupEvent.EVICTED
+            phase = next_phase(g.phase, event)
             if phase != g.phase:
                 g.phase = phase
-                out.append(SetGroupPhase(g.uid, phase, "Evicted"))
+                out.append(SetGroupPhase(g.uid, phase, "Moved" if moved else "Evicted"))
     return out
 
 

@@ -12,6 +12,12 @@ change" (for example a Running group whose elastic replicas grew).
 | Inqueue  | evicted        | Pending  | every pod was evicted: queue again, reserve again       |
 | Running  | evicted        | Pending  | idem                                                    |
 | Unknown  | evicted        | Pending  | idem                                                    |
+| Running  | moved          | Inqueue  | consolidation moved it: its admission (quota) stays     |
+| Unknown  | moved          | Inqueue  | idem                                                    |
+
+A moved job is placed again by allocate, first in line (its pods are re-created by its job
+controller): it was running, the move is the scheduler's own doing, and going back to Pending
+would make it wait for admission behind work that arrived meanwhile.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ class GroupEvent(enum.StrEnum):
     ADMITTED = "admitted"
     GANG_BOUND = "gang_bound"
     EVICTED = "evicted"
+    MOVED = "moved"
 
 
 TRANSITIONS: dict[tuple[GroupPhase, GroupEvent], GroupPhase] = {
@@ -34,6 +41,8 @@ TRANSITIONS: dict[tuple[GroupPhase, GroupEvent], GroupPhase] = {
     (GroupPhase.INQUEUE, GroupEvent.EVICTED): GroupPhase.PENDING,
     (GroupPhase.RUNNING, GroupEvent.EVICTED): GroupPhase.PENDING,
     (GroupPhase.UNKNOWN, GroupEvent.EVICTED): GroupPhase.PENDING,
+    (GroupPhase.RUNNING, GroupEvent.MOVED): GroupPhase.INQUEUE,
+    (GroupPhase.UNKNOWN, GroupEvent.MOVED): GroupPhase.INQUEUE,
 }
 
 

@@ -632,6 +632,12 @@ class SessionState:
         nodes = {t.nominated for t in g.tasks if t.nominated >= 0 and t.pending}
         return sum(self.releasing.get(node, 0) for node in nodes)
 
+    def moved_recently(self, g: GroupInfo) -> bool:
+        """Consolidation moved ``g`` less than ``consolidation_window`` seconds ago: it is not
+        moved again, and until it is placed again it goes first (allocate, the gang plugin)."""
+        at = g.pg.consolidated_at
+        return at is not None and self.now - at < self.config.consolidation_window
+
     def backing_off(self, g: GroupInfo) -> bool:
         """Its Binding was rejected and the retry time has not come: place nothing of it."""
         return self.now < g.pg.retry_binding_at

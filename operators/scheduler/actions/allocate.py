@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from operators.scheduler.actions.movers import TAKEN_BY_MOVED, leaves_room
 from operators.scheduler.actions.ordering import round_robin
 from operators.scheduler.decisions import Explanation, ReasonCode
 from operators.scheduler.framework import AllocatePass, Vote
@@ -58,6 +59,17 @@ def candidates(ssn: Session) -> list[GroupInfo]:
 def run(ssn: Session) -> None:
     explain_backoffs(ssn)
     groups = candidates(ssn)
+    # Jobs consolidation moved go first, whatever their queue: the plan that moved them
+    # counted on room for them, which work that arrived since must not take.
+    moved_recently = ssn.state.moved_recently
+    moved = [g for g in groups if moved_recently(g)]
+    if moved:
+        _passes(ssn, moved)
+        groups = [g for g in groups if not moved_recently(g)]
+    _passes(ssn, groups)
+
+
+def _passes(ssn: Session, groups: list[GroupInfo]) -> None:
     # A queue at its deserved share waits for the borrow pass as a whole.
     memo = FailureMemo.open(ssn)
     retry = [
@@ -234,6 +246,9 @@ def allocate_group(
         stmt = Statement(state)
         mask = ssn.reservations.allowed(g, node_set.mask)
         failure = place_group_tasks(ssn, stmt, g, tasks, mask, Placement.BIND, node_set.label)
+        if failure is None and ssn.moved and not leaves_room(ssn, stmt, g):
+            # Only once consolidation has run: backfill borrowing for a group.
+            failure = PlaceFailure(ReasonCode.UNSCHEDULABLE, TAKEN_BY_MOVED)
         if failure is None and ext.ready(g):
             ssn.commit(stmt)
             ext.placed(g)

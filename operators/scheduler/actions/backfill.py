@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from operators.scheduler.actions.allocate import FailureMemo, allocate_group
+from operators.scheduler.actions.movers import leaves_room
 from operators.scheduler.actions.ordering import round_robin
 from operators.scheduler.decisions import Explanation, ReasonCode
 from operators.scheduler.framework import AllocatePass, NodeSet, Verdict, Vote
@@ -91,7 +92,9 @@ def run(ssn: Session) -> None:
                 if not np.any(mask):
                     continue
                 stmt = Statement(state)
-                if place_group_tasks(ssn, stmt, g, [t], mask, Placement.BIND) is None:
+                if place_group_tasks(ssn, stmt, g, [t], mask, Placement.BIND) is None and (
+                    not ssn.moved or leaves_room(ssn, stmt, g)
+                ):
                     ssn.commit(stmt)
                     placed = True
                     break

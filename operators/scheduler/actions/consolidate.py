@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from operators.scheduler.actions.eviction import grace_of
+from operators.scheduler.actions.movers import mover_nodes, place_again
 from operators.scheduler.actions.preempt import preemptors
 from operators.scheduler.decisions import EvictReason, Explanation, ReasonCode
 from operators.scheduler.framework import Vote
@@ -80,9 +81,9 @@ def run(ssn: Session) -> None:
         return
     ssn.reservations.release_placed()
     tried = 0
-    # Jobs moved by this session's earlier plans: their re-placements were not kept, so each
-    # later plan must place them again too, or it could take their room.
-    carried: list[GroupInfo] = []
+    # Jobs moved by this session's earlier plans (Session.moved): their re-placements were not
+    # kept, so each later plan must place them again too, or it could take their room.
+    carried = ssn.moved
     # Nodes nominated for the gangs of this session's plans: the next session holds them whole
     # for their gang until it binds (Reservations.held_for), so no moved job is placed there.
     claimed = np.zeros(ssn.state.nodes.size, dtype=np.bool_)
@@ -140,8 +141,7 @@ def movable(ssn: Session, g: GroupInfo, v: GroupInfo, mask: NDArray[np.bool_]) -
         return False  # it asked for time to checkpoint before it is evicted: never moved
     if v.priority > g.priority:
         return False
-    at = pg.consolidated_at
-    if at is not None and ssn.state.now - at < ssn.config.consolidation_window:
+    if ssn.state.moved_recently(v):
         return False
     if not v.tasks or not v.gang_satisfied():
         return False
@@ -158,15 +158,6 @@ def movable(ssn: Session, g: GroupInfo, v: GroupInfo, mask: NDArray[np.bool_]) -
         running += 1
     budget = pg.max_unavailable
     return running > 0 and (budget is None or budget >= running)
-
-
-def _mover_nodes(
-    ssn: Session, g: GroupInfo, v: GroupInfo, mask: NDArray[np.bool_]
-) -> NDArray[np.bool_]:
-    """Nodes of ``mask`` a job moved for ``g`` may be placed on: nodes reserved for ``g`` are
-    open to its movers (the gang is placed first)."""
-    gang = np.asarray(mask & (ssn.reservations.owner == g.index), dtype=np.bool_)
-    return ssn.reservations.allowed(v, mask) | gang
 
 
 class _Room:
@@ -202,7 +193,7 @@ class _Room:
         base = self.ssn.reservations.allowed(v, mask)
         found = self.opened.get(id(base))
         if found is None or found[0] is not base:
-            found = (base, _mover_nodes(self.ssn, self.g, v, mask))
+            found = (base, mover_nodes(self.ssn, self.g, v, mask))
             self.opened[id(base)] = found
         return found[1]
 
@@ -537,38 +528,17 @@ def _attempt(
     are placed off the nodes nominated for this gang and for ``claimed``: until the gang binds,
     the next sessions hold those nodes whole for it (Reservations.held_for), and a plan counting
     on that room would leave the job it was meant for without a place (others take the rest)."""
-    state, ext = ssn.state, ssn.ext
     start = stmt.mark()
     if place_group_tasks(ssn, stmt, g, tasks, mask, Placement.NOMINATE) is not None or not (
-        ext.ready(g)
+        ssn.ext.ready(g)
     ):
         stmt.rollback(start)
         return False
-    gang_done = stmt.mark()
     closed = claimed.copy()
     closed[[t.node for t in tasks]] = True
-    # Rolling back a re-placement forgets where a task ran; the eviction record needs it.
-    origins = [(t, t.node, t.gpu_ids) for v in moved for t in v.tasks if t.evicted]
-
-    def undo(mark: int) -> None:
-        stmt.rollback(mark)
-        for t, node, ids in origins:
-            t.node, t.gpu_ids = node, ids
-
-    # In the order allocate will try them (moved jobs come first in line next session, then
-    # by their own rank), so the plan checks the placements the next session will make.
-    for v in sorted(moved, key=ext.job_key):
-        again = [t for t in v.tasks if t.evicted and not t.held]
-        placed = False
-        for node_set in ext.candidate_sets(v, state.nodes.schedulable):
-            allowed = _mover_nodes(ssn, g, v, node_set.mask) & ~closed
-            if place_group_tasks(ssn, stmt, v, again, allowed, Placement.BIND) is None:
-                placed = True
-                break
-        if not placed:
-            undo(start)
-            return False
-    undo(gang_done)
+    if not place_again(ssn, stmt, g, moved, closed):
+        stmt.rollback(start)
+        return False
     return True
 
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from operators.scheduler.actions.movers import TAKEN_BY_MOVED, leaves_room
 from operators.scheduler.decisions import (
     EvictReason,
     Explanation,
@@ -427,6 +428,7 @@ def make_room(
     if purpose is Purpose.PREEMPT:
         node_sets = node_sets[:1]  # preemption stays inside the group's own pool
     considered = 0
+    displaced = False
     for node_set in node_sets:
         # The bound on victims (session time) applies to those that could help here, so
         # many that cannot (e.g. CPU pods for a GPU job) never hide one that can.
@@ -442,6 +444,12 @@ def make_room(
             considered = max(considered, helpful.count)
             continue
         victims, stmt = chosen
+        if ssn.moved and not leaves_room(ssn, stmt, g):
+            # The room it would take is where consolidation planned a job it moved this
+            # session: taking it would lose that job.
+            stmt.discard()
+            displaced = True
+            continue
         grace = max((grace_of(ssn, u.group) for u in victims), default=0.0)
         if allow_delay and grace > 0:
             stmt.discard()
@@ -453,6 +461,8 @@ def make_room(
             u.group.preemption_done = True
         g.preemption_done = True
         return RoomOutcome(True, victims)
+    if displaced:
+        return RoomOutcome(False, [], message=TAKEN_BY_MOVED)
     if not considered:
         return RoomOutcome(False, [], message="no job that may be preempted holds what it lacks")
     return RoomOutcome(

@@ -37,11 +37,10 @@ def shortfall(g: GroupInfo, pending: list[TaskInfo]) -> list[TaskInfo] | None:
 
 def _job_key(state: SessionState, g: GroupInfo) -> SortKey:
     mark = g.pg.preemption
-    moved = g.pg.consolidated_at
     reserved = (
         (mark is not None and mark.role == PreemptionRole.PRIVILEGED)
         or any(t.nominated >= 0 for t in g.tasks)
-        or (moved is not None and state.now - moved < state.config.consolidation_window)
+        or state.moved_recently(g)
     )
     return (0.0 if reserved else 1.0,)
 

@@ -17,8 +17,10 @@ P = S.GroupPhase
 
 
 def test_every_combination_has_a_rule() -> None:
-    for ran, decided, seen in itertools.product((True, False), Decided, Evidence):
-        lookup(ran, decided, seen)  # raises LookupError when the table has a hole
+    for ran, decided, seen, moved in itertools.product(
+        (True, False), Decided, Evidence, (True, False)
+    ):
+        lookup(ran, decided, seen, moved)  # raises LookupError when the table has a hole
 
 
 def test_phase_follows_bound_members_then_the_core() -> None:

@@ -21,7 +21,7 @@ from operators.scheduler.snapshot import (
     Task,
 )
 
-from .builders import binds, evictions, group, node, nominations, tasks
+from .builders import binds, elastic, evictions, group, node, nominations, tasks
 from .simulate import advance, assert_gangs_all_or_nothing, assert_no_node_overcommitted
 from .test_properties import PROFILE
 
@@ -281,6 +281,62 @@ def _moves_then_places(snap: Snapshot) -> tuple[set[str], str]:
     return moved, nominated
 
 
+def test_preempt_after_consolidation_leaves_the_moved_jobs_room() -> None:
+    """n0 runs a (1 GPU, 16 CPUs), n1 runs x (2 GPUs, priority 0). Consolidation moves a so
+    that big (4 GPUs) gets n0, a planned into n1's 2 idle GPUs. Then preempt, in the same
+    session, made room for p2 (3 GPUs, 20 CPUs) by evicting x and nominating p2 to n1: that
+    left a 1 GPU and 12 CPUs, and a was lost. Preempt may not take a moved job's room; p2
+    waits (and asks again next cycle, once a runs on n1)."""
+    snap = Snapshot(
+        now=0.0,
+        nodes=(node("n0", cpu=32, gpus=4), node("n1", cpu=32, gpus=4)),
+        groups=(
+            group("a", phase=GroupPhase.RUNNING, created=1.0, priority=1),
+            group("x", phase=GroupPhase.RUNNING, created=2.0, priority=0),
+            group("big", created=3.0, priority=1),
+            group("p2", created=4.0, priority=1),
+        ),
+        tasks=(
+            *tasks("a", 1, cpu=16, gpus=1, on=["n0"], gpu_ids=(0,)),
+            *tasks("x", 1, cpu=1, gpus=2, on=["n1"], gpu_ids=(0, 1)),
+            *tasks("big", 1, cpu=1, gpus=4),
+            *tasks("p2", 1, cpu=20, gpus=3),
+        ),
+    )
+    result = run_session(snap)
+    assert {(e.group, e.reason) for e in evictions(result)} == {("a", EvictReason.CONSOLIDATED)}
+    assert {(n.group, n.node) for n in nominations(result)} == {("big", "n0")}
+    assert "planned for jobs moved by consolidation" in result.explanations["p2"].message
+    after = run_session(advance(snap, result, 1.0), SessionConfig(actions=(ActionName.ALLOCATE,)))
+    assert {b.group: b.node for b in binds(after)} == {"a": "n1", "big": "n0"}
+
+
+def test_growth_after_consolidation_leaves_the_moved_jobs_room() -> None:
+    """The same room, wanted by backfill: elastic ``e`` (one 2-GPU replica running on n1, one
+    more wanted) grew into n1's 2 idle GPUs in the session that planned ``a`` there, and ``a``
+    was lost. Growth waits for a later cycle instead."""
+    snap = Snapshot(
+        now=0.0,
+        nodes=(node("n0", cpu=32, gpus=4), node("n1", cpu=32, gpus=4)),
+        groups=(
+            group("a", phase=GroupPhase.RUNNING, created=1.0, priority=1),
+            elastic("e", 1, 2, created=2.0, max_unavailable=0),
+            group("big", created=3.0, priority=1),
+        ),
+        tasks=(
+            *tasks("a", 1, cpu=16, gpus=1, on=["n0"], gpu_ids=(0,)),
+            *tasks("e", 1, cpu=1, gpus=2, role="w", on=["n1"], gpu_ids=(0, 1)),
+            *tasks("e", 1, cpu=1, gpus=2, role="w", start=1),
+            *tasks("big", 1, cpu=1, gpus=4),
+        ),
+    )
+    result = run_session(snap)
+    assert [e.group for e in evictions(result)] == ["a"]
+    assert not binds(result)
+    after = run_session(advance(snap, result, 1.0), SessionConfig(actions=(ActionName.ALLOCATE,)))
+    assert {b.group: b.node for b in binds(after)} == {"a": "n1", "big": "n0"}
+
+
 def test_a_share_counts_as_its_fraction_of_a_card() -> None:
     """n0: x holds card 0, s half of card 1; n1 has a whole free card but no CPU left for w.
     Either move opens a card for w (1 card) and both have room on n1: moving s relocates half
@@ -346,7 +402,7 @@ def test_shares_are_gathered_to_free_whole_cards() -> None:
 @st.composite
 def fragmented(draw: st.DrawFn) -> Snapshot:
     """A few 8-GPU nodes with running jobs of 1-4 GPUs (1-2 pods) or a share of one card, and
-    pending gangs of whole cards or one share."""
+    pending gangs of whole cards or one share (some with more CPU than is left on a node)."""
     count = draw(st.integers(2, 5))
     nodes = tuple(node(f"n{i}", cpu=64, gpus=8) for i in range(count))
     free = {n.name: [GPU_MILLI_PER_CARD] * 8 for n in nodes}  # milli free per card
@@ -395,7 +451,8 @@ def fragmented(draw: st.DrawFn) -> Snapshot:
         pods = 1 if share else draw(st.integers(1, 2))
         uid = f"p{j}"
         gpus = 0 if share else draw(st.integers(1, 8))
-        all_tasks.extend(tasks(uid, pods, cpu=1, gpus=gpus, gpu_milli=share))
+        cpu = draw(st.sampled_from([1, 1, 20, 40]))  # some fit only where a job is preempted
+        all_tasks.extend(tasks(uid, pods, cpu=cpu, gpus=gpus, gpu_milli=share))
         groups.append(group(uid, min_member=pods, created=100.0 + j, priority=1))
     return Snapshot(now=0.0, nodes=nodes, groups=tuple(groups), tasks=tuple(all_tasks))
 
@@ -405,16 +462,26 @@ def fragmented(draw: st.DrawFn) -> Snapshot:
 def test_consolidation_never_loses_a_job(snap: Snapshot) -> None:
     """Every job consolidation moves is placed again in the next session (or nothing moved),
     and no node is overcommitted on the way."""
-    config = SessionConfig(actions=(ActionName.ALLOCATE, ActionName.CONSOLIDATE))
+    _never_loses_a_job(snap, SessionConfig(actions=(ActionName.ALLOCATE, ActionName.CONSOLIDATE)))
+
+
+@PROFILE
+@given(fragmented())
+def test_consolidation_never_loses_a_job_with_every_action(snap: Snapshot) -> None:
+    """The same with the default action list: preempt and reclaim run after consolidate in the
+    same session, and must not give the room a moved job was planned into to someone else."""
+    _never_loses_a_job(snap, SessionConfig())
+
+
+def _never_loses_a_job(snap: Snapshot, config: SessionConfig) -> None:
     result = run_session(snap, config)
     assert_no_node_overcommitted(snap, result)
     assert_gangs_all_or_nothing(snap, result)
-    moved = {e.group for e in evictions(result)}
-    assert all(e.reason is EvictReason.CONSOLIDATED for e in evictions(result))
+    moved = {e.group for e in evictions(result) if e.reason is EvictReason.CONSOLIDATED}
     if not moved:
         return
     nominated = {n.group for n in nominations(result)}
-    assert nominated, "moves without a gang to place"
+    assert {e.preemptor for e in evictions(result) if e.group in moved} <= nominated
     # The moved jobs come back first in line (allocate only, so no new move interferes). A
     # gang's nominated nodes are held whole for it until it binds, so no plan puts a moved
     # job there (test_no_moved_job_is_planned_onto_the_gangs_nominated_node).
