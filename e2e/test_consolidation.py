@@ -98,9 +98,10 @@ def test_a_job_moves_so_a_fragmented_gang_fits(
 ) -> None:
     """Fails on main before consolidation: nothing moves a running job to defragment (preempt
     needs lower-priority victims and all jobs here have equal priority), so the 8-GPU pod
-    stays Pending with 8 GPUs idle in its pool for ever. The moved job keeps its admission
-    (its PodGroup goes Running -> Inqueue -> Running); before moves kept it, the re-created
-    pod made the group Pending, to be admitted again."""
+    stays Pending with 8 GPUs idle in its pool for ever. The moved job keeps its admission:
+    its PodGroup is never written Pending (the unit tests in tests/unit/runtime/
+    test_status_moved.py pin the rule; here the window in which the old rule wrote Pending is
+    short, so this check alone does not always fail on the old rule)."""
     pool, (x, y) = pool_of_two
     apps = client.AppsV1Api(k8s)
     sched = start_scheduler()
@@ -177,8 +178,9 @@ def test_a_job_moves_so_a_fragmented_gang_fits(
         for ev in stream
         if ev["object"]["metadata"]["name"] == moved[0]
     ]
+    # (Inqueue is written only if a status pass sees the re-created pod before a session binds
+    # it, a race either way; Pending, the old rule's answer there, never.)
     assert "Pending" not in phases, phases
-    assert "Inqueue" in phases, phases
     assert phases[-1] == "Running", phases
     # The pod request is what it claims: 8 whole GPUs.
     assert big_pod.spec.containers[0].resources.limits[GPU] == str(NODE_GPUS)

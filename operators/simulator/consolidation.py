@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from operators.scheduler import ActionName, SessionConfig, run_session
 from operators.scheduler.actions import consolidate as consolidate_action
+from operators.scheduler.actions import movers
 from operators.scheduler.decisions import Bind, Evict, EvictReason, Nominate
 from operators.scheduler.memo import SessionMemo
 from operators.scheduler.snapshot import GroupPhase, PodGroup, Snapshot, Task, TaskStatus
@@ -217,9 +218,12 @@ DOC = Path("docs/quality.md")
 
 
 def search_version() -> str:
-    """Digest of the core's consolidation search (its code without docstrings), kept with every
-    "on" row: a cached "on" row is reused, and shown, only while the search is unchanged."""
-    tree = ast.parse(Path(consolidate_action.__file__).read_text())
+    """Digest of the core's consolidation search (its code without docstrings: the action and
+    the check that keeps its moved jobs' room), kept with every "on" row: a cached "on" row is
+    reused, and shown, only while the search is unchanged."""
+    files = (consolidate_action.__file__, movers.__file__)
+    source = "\n".join(Path(f).read_text() for f in files)
+    tree = ast.parse(source)
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
         if (

@@ -311,6 +311,45 @@ def test_preempt_after_consolidation_leaves_the_moved_jobs_room() -> None:
     assert {b.group: b.node for b in binds(after)} == {"a": "n1", "big": "n0"}
 
 
+def test_preempt_does_not_nominate_a_gang_into_room_planned_for_moved_jobs() -> None:
+    """Shrunk by the every-action property (exploring run, 5,000 examples). p0 (6 GPUs) gets
+    n1 by moving r0 (half a card, 30 CPUs) and r2 (1 GPU, 8 CPUs) to n0, which has 3 cards
+    and 61 CPUs idle. Preempt then found that p2 (0.9 of a card, 40 CPUs) fits on n0 with no
+    victim at all - in the room planned for r0 - and nominated it there: r0 was lost. Now p2
+    waits."""
+    running = GroupPhase.RUNNING
+    snap = Snapshot(
+        now=0.0,
+        nodes=(node("n0", cpu=64, gpus=8), node("n1", cpu=64, gpus=8)),
+        groups=(
+            group("r0", phase=running, created=0.0),
+            group("r1", min_member=2, phase=running, created=1.0),
+            group("r2", phase=running, created=2.0),
+            group("r4", phase=running, created=4.0),
+            group("r7", phase=running, created=7.0),
+            group("p0", created=100.0, priority=1),
+            group("p1", created=101.0, priority=1),
+            group("p2", created=102.0, priority=1),
+        ),
+        tasks=(
+            *tasks("r0", 1, cpu=30, gpu_milli=500, on=["n1"], gpu_ids=(0,)),
+            *tasks("r1", 1, cpu=1, gpus=1, on=["n0"], gpu_ids=(0,)),
+            *tasks("r1", 1, cpu=1, gpus=1, on=["n0"], gpu_ids=(1,), start=1),
+            *tasks("r2", 1, cpu=8, gpus=1, on=["n1"], gpu_ids=(1,)),
+            *tasks("r4", 1, cpu=1, gpus=3, on=["n0"], gpu_ids=(2, 3, 4)),
+            *tasks("r7", 1, cpu=1, gpus=1, on=["n1"], gpu_ids=(2,)),
+            *tasks("p0", 1, cpu=1, gpus=6),
+            *tasks("p1", 1, cpu=1, gpu_milli=600),
+            *tasks("p2", 1, cpu=40, gpu_milli=900),
+        ),
+    )
+    result = run_session(snap)
+    assert {e.group for e in evictions(result)} == {"r0", "r2"}
+    assert {(n.group, n.node) for n in nominations(result)} == {("p0", "n1")}
+    after = run_session(advance(snap, result, 1.0), SessionConfig(actions=(ActionName.ALLOCATE,)))
+    assert {b.group: b.node for b in binds(after)} == {"p0": "n1", "r0": "n0", "r2": "n0"}
+
+
 def test_growth_after_consolidation_leaves_the_moved_jobs_room() -> None:
     """The same room, wanted by backfill: elastic ``e`` (one 2-GPU replica running on n1, one
     more wanted) grew into n1's 2 idle GPUs in the session that planned ``a`` there, and ``a``
