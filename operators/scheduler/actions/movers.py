@@ -2,8 +2,10 @@
 
 A consolidation plan evicts its movers and places them again only in simulation (their pods
 are re-created by their job controller and placed by a later session), so nothing holds their
-room. Whatever commits after the plan in the same session - a later plan, preempt, reclaim -
-must leave room for every one of them, or the move would lose a job (``Session.moved``).
+room. Whatever commits after the plan in the same session - a later plan, preempt, reclaim,
+backfill's borrowing and growth - must leave room for every one of them, or the move would
+lose a job (``Session.moved``). The check costs one placement per moved job, and runs only in
+a session that moved something.
 """
 
 from __future__ import annotations
