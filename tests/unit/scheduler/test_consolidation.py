@@ -519,8 +519,9 @@ def _never_loses_a_job(snap: Snapshot, config: SessionConfig) -> None:
     moved = {e.group for e in evictions(result) if e.reason is EvictReason.CONSOLIDATED}
     if not moved:
         return
-    nominated = {n.group for n in nominations(result)}
-    assert {e.preemptor for e in evictions(result) if e.group in moved} <= nominated
+    # The gangs the moves were for (preempt's own nominations are not this property's).
+    nominated = {e.preemptor for e in evictions(result) if e.group in moved}
+    assert nominated <= {n.group for n in nominations(result)}
     # The moved jobs come back first in line (allocate only, so no new move interferes). A
     # gang's nominated nodes are held whole for it until it binds, so no plan puts a moved
     # job there (test_no_moved_job_is_planned_onto_the_gangs_nominated_node).
