@@ -477,12 +477,12 @@ class SchedulerOperator:
         counts["bind"] += len(issued)
         bound_now = {d.group for d in result.decisions if isinstance(d, D.Bind)}
         await self._repair_half_bound(applier, bound_now, now)
-        self.cache.dirty_groups.clear()  # this pass looks at every group
+        dirty, self.cache.dirty_groups = self.cache.dirty_groups, set()
         # A gang this session brought back to its minimum (bindings issued) is no longer a
         # candidate: a later drop gets its own grace, not the first drop's deadline (the
         # bindings' echoes were just cleared, so no pass between sessions would see it).
         self._forget_recovered(applier)
-        written = status.write_groups(result, now, R.rfc3339(now))
+        written = status.write_session(result, now, R.rfc3339(now), dirty)
         self._write_pod_reasons(applier, status, result, now)
         status.write_queues(result.queues)
         if self.usage.enabled:

@@ -322,6 +322,12 @@ class StatusWriter:
         # evicted victim's WillEvict mark). Never dropped when the watch matches them: an older
         # event can match too (a mark written and revoked before the watch showed either).
         self._sent: dict[str, _Sent] = {}
+        # What the last session pass worked from (write_session): a group the next session
+        # explains the same way, decides nothing for and whose record and pods did not move
+        # needs no visit. None: the next session pass visits every group (a new term).
+        self._session_explanations: Mapping[str, D.Explanation] | None = None
+        self._session_pools: frozenset[str] = frozenset()
+        self._failed: set[str] = set()  # group uids whose last status write failed
 
     def _spawn(
         self,
@@ -330,9 +336,10 @@ class StatusWriter:
         body: dict[str, Any],
         on_success: Callable[[], None] | None = None,
         strategic: bool = False,
+        on_failure: Callable[[], None] | None = None,
     ) -> None:
         self._in_flight.add(key)
-        task = asyncio.create_task(self._write(key, path, body, on_success, strategic))
+        task = asyncio.create_task(self._write(key, path, body, on_success, strategic, on_failure))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -343,6 +350,7 @@ class StatusWriter:
         body: dict[str, Any],
         on_success: Callable[[], None] | None = None,
         strategic: bool = False,
+        on_failure: Callable[[], None] | None = None,
     ) -> None:
         try:
             outcome = await self._send(path, body, strategic)
@@ -354,6 +362,8 @@ class StatusWriter:
                     on_success()
             elif outcome == "gone":
                 self._sent.pop(key, None)
+            elif on_failure is not None:
+                on_failure()
         finally:
             self._in_flight.discard(key)
             owed = self._owed.pop(key, None)
@@ -457,8 +467,9 @@ class StatusWriter:
         now_text: str,
         only: set[tuple[str, str]] | None = None,
     ) -> int:
-        """Write the groups whose status differs; `only` limits the pass to those keys (a pass
-        after pod-phase changes need not look at groups none of whose pods moved)."""
+        """Write the groups whose status differs; `only` limits the pass to those keys and the
+        groups the result decides a phase, a mark or an eviction for (a pass after pod-phase
+        changes need not look at groups none of whose pods moved)."""
         decided: dict[str, S.GroupPhase] = {
             d.group: d.phase for d in result.decisions if isinstance(d, D.SetGroupPhase)
         }
@@ -481,18 +492,10 @@ class StatusWriter:
         written = 0
         if only is None:
             items = list(self.cache.groups.items())
-            # A full pass: forget message-throttle times of groups that no longer exist.
-            live = {rec.uid for _, rec in items}
-            for uid in [u for u in self._last_write if u not in live]:
-                del self._last_write[uid]
-            for uid in [u for u in self._sent if u not in live]:
-                del self._sent[uid]
-            for uid in [u for u in self._unchanged if u not in live]:
-                del self._unchanged[uid]
-            for uid in [u for u in self._counts_since if u not in live]:
-                del self._counts_since[uid]
+            self._forget_gone()
         else:
-            keys = set(only) | evicted_keys
+            # The groups the result decides something for are visited whatever `only` says.
+            keys = set(only) | evicted_keys | self._keys_of([*decided, *preemption])
             items = [(k, self.cache.groups[k]) for k in keys if k in self.cache.groups]
         for key, rec in items:
             grp = rec.group
@@ -583,11 +586,57 @@ class StatusWriter:
                 # written Completed/Failed, which our view has not caught up with yet.
                 del body["phase"]
             done = None if evicted is None else functools.partial(self._stamped, rec.uid, evicted)
-            self._spawn(rec.uid, _group_status_path(key), {"status": body}, done)
+            retry = functools.partial(self._failed.add, rec.uid)
+            self._spawn(rec.uid, _group_status_path(key), {"status": body}, done, on_failure=retry)
             written += 1
             if missing_pool and self._warn is not None and not _has_true(old, "PoolFallback"):
                 self._warn(rec.uid, POOL_NOT_FOUND, pool_fallback_message(missing_pool))
         return written
+
+    def write_session(
+        self, result: SessionResult, now: float, now_text: str, dirty: set[tuple[str, str]]
+    ) -> int:
+        """A session's status pass. It visits the groups whose record or pods changed
+        (`dirty`: the cache's set since the last pass), the groups the session decided
+        something for, those it explains differently from the last session pass, and those
+        whose last write failed: nothing else of a group's status can have moved (held-back
+        changes bring their own pass when they are due). Every group is visited on the
+        first session pass of a term and when the set of Pools changed (a group's
+        PoolFallback reads it). A pass over every group after every session took a quarter
+        of the event loop in a sustained arrival (13,000 groups; py-spy, docs/benchmarks.md)."""
+        before, self._session_explanations = self._session_explanations, result.explanations
+        failed, self._failed = self._failed, set()
+        pools = frozenset(self.cache.pools)
+        if before is None or pools != self._session_pools:
+            self._session_pools = pools
+            return self.write_groups(result, now, now_text)
+        changed = failed
+        if before is not result.explanations:
+            after = result.explanations
+            changed |= {uid for uid, why in after.items() if before.get(uid) != why}
+            changed.update(uid for uid in before if uid not in after)
+        if len(self._sent) + len(self._unchanged) > 4 * len(self.cache.groups) + 256:
+            self._forget_gone()  # amortized: deleted groups' entries pile up between sweeps
+        return self.write_groups(result, now, now_text, only=dirty | self._keys_of(changed))
+
+    def _keys_of(self, group_uids: Iterable[str]) -> set[tuple[str, str]]:
+        """(namespace, name) of those of `group_uids` that are PodGroup objects in the cache."""
+        out = set()
+        for uid in group_uids:
+            rec = self.cache.group_record(uid)
+            if rec is not None:
+                out.add((rec.namespace, rec.name))
+        return out
+
+    def _forget_gone(self) -> None:
+        """Forget the per-group bookkeeping of groups that no longer exist. Plain pods' entries
+        (`pod/<uid>` in _last_write) are write_pod_reasons' to forget, when their pod goes."""
+        live = {rec.uid for rec in self.cache.groups.values()}
+        for uid in [u for u in self._last_write if u not in live and not u.startswith("pod/")]:
+            del self._last_write[uid]
+        for table in (self._sent, self._unchanged, self._counts_since):
+            for uid in [u for u in table if u not in live]:
+                del table[uid]
 
     def _hold(self, group_uid: str, key: tuple[str, str], now: float, interval: float) -> bool:
         """Whether a change of this group must wait, the group having been written less than
@@ -795,6 +844,8 @@ class StatusWriter:
         self._sent.clear()  # a new leader may write them: the watch is the truth again
         self._unchanged.clear()
         self._owed.clear()
+        self._session_explanations = None  # a new term's first session pass visits every group
+        self._failed.clear()
         return len(tasks)
 
     async def drain(self) -> None:
