@@ -413,12 +413,37 @@ class Bench:
         finally:
             await self.clean()
 
-    async def arrival(self, rate: float, seconds: float, lifetime: float = 0.0) -> Arrival:
+    @contextlib.asynccontextmanager
+    async def scheduling(self, contestant: str, seen: BoundTimes) -> AsyncIterator[None]:
+        """Sluice (caches synced) or kube-scheduler (a probe pod bound) scheduling for the
+        duration of the block."""
+        if contestant == "sluice":
+            async with self.sluice() as s:
+                await s.ready_after()
+                yield
+            self.peak_rss = max(self.peak_rss, s.peak_rss)
+            return
+        assert self.start_kube_scheduler
+        assert self.stop_kube_scheduler
+        await asyncio.to_thread(self.start_kube_scheduler)
+        try:
+            probe = await self.create("probe", [1], "default-scheduler")
+            await seen.wait_for(set(probe), self.patience)
+            yield
+        finally:
+            await asyncio.to_thread(self.stop_kube_scheduler)
+
+    async def arrival(
+        self, rate: float, seconds: float, lifetime: float = 0.0, contestant: str = "sluice"
+    ) -> Arrival:
         """Sluice running while mixed gangs (1, 2, 4, 8 pods) arrive at `rate` pods/s. With a
         `lifetime`, each pod succeeds that long after it runs (kwok) and its PodGroup is
         deleted once all of them have (a finished job cleaned up; no podgroup operator runs
         here), so the cluster levels off at about rate x lifetime pods; without, every pod runs
-        on and the cluster fills up for the whole run."""
+        on and the cluster fills up for the whole run. `contestant` "kube-scheduler": the same
+        pods in the same batches, without PodGroups (it does not gang), to kube-scheduler."""
+        gangs = contestant == "sluice"
+        scheduler = "sluice" if gangs else "default-scheduler"
         shapes = (1, 2, 4, 8)
         created: dict[str, float] = {}
         batches: collections.deque[list[str]] = collections.deque()  # pods, oldest first
@@ -435,11 +460,7 @@ class Bench:
             return all(t is not None and t + lifetime + GROUP_TTL <= now for t in bound)
 
         try:
-            async with (
-                BoundTimes(self.client) as seen,
-                self.sluice() as s,
-            ):
-                await s.ready_after()
+            async with BoundTimes(self.client) as seen, self.scheduling(contestant, seen):
                 start = time.monotonic()
                 made, tick = 0, 0
                 while time.monotonic() - start < seconds:
@@ -449,12 +470,12 @@ class Bench:
                         sizes.append(shapes[(tick + len(sizes)) % len(shapes)])
                     if sizes:
                         names = await self.create(
-                            "arr", sizes, "sluice", gangs=True, complete_after=lifetime
+                            "arr", sizes, scheduler, gangs=gangs, complete_after=lifetime
                         )
                         created.update((n, self.created_at[n]) for n in names)
                         made += len(names)
                         tick += 1
-                        if lifetime:
+                        if lifetime and gangs:
                             batches.append(names)
                     while batches and finished(batches[0], time.monotonic()):
                         task = asyncio.create_task(delete_groups(batches.popleft()))
@@ -462,7 +483,6 @@ class Bench:
                         task.add_done_callback(cleaners.discard)
                     await asyncio.sleep(0.05)
                 await seen.wait_for(set(created), self.patience)
-            self.peak_rss = max(self.peak_rss, s.peak_rss)
             latency = sorted(seen.at[n] - t for n, t in created.items())
             return Arrival(
                 rate,
@@ -471,6 +491,7 @@ class Bench:
                 percentile(latency, 50),
                 percentile(latency, 99),
                 lifetime,
+                contestant,
             )
         finally:
             for task in cleaners:
@@ -541,6 +562,7 @@ class Arrival:
     p50: float
     p99: float
     lifetime: float = 0.0  # seconds each pod runs; 0: until the end of the run
+    contestant: str = "sluice"  # or "kube-scheduler": the same pods, no PodGroups
 
 
 # ------------------------------------------------------------------------------------------------
@@ -563,6 +585,9 @@ class Settings:
     rate: float = 200.0
     seconds: float = 300.0  # 0 leaves sustained arrival out
     lifetime: float = 0.0  # arrival: each pod runs this long, then succeeds; 0: runs on
+    # arrival: kube-scheduler gets the same arrival too (plain pods; only on a cluster the run
+    # started, which has its binary)
+    arrival_kube_scheduler: bool = True
     kube_scheduler: bool = True
     # A source tree (e.g. `git worktree add /tmp/base main`) whose scheduler runs as a second
     # Sluice contestant in the burst and gang scenarios: before/after in one run.
@@ -608,6 +633,10 @@ async def run(bench: Bench, nodes: list[str], s: Settings) -> dict[str, Any]:
     print(f"steady: {steady}", flush=True)
     arrival = await bench.arrival(s.rate, s.seconds, s.lifetime) if s.seconds else None
     print(f"arrival: {arrival}", flush=True)
+    yardstick = None
+    if s.seconds and s.kube_scheduler and s.arrival_kube_scheduler:
+        yardstick = await bench.arrival(s.rate, s.seconds, s.lifetime, "kube-scheduler")
+        print(f"arrival: {yardstick}", flush=True)
     loads.append(os.getloadavg()[0])
     return {
         "plain": plain,
@@ -616,6 +645,7 @@ async def run(bench: Bench, nodes: list[str], s: Settings) -> dict[str, Any]:
         "jobs": jobs,
         "steady": steady,
         "arrival": arrival,
+        "arrival_kube_scheduler": yardstick,
         "loads": loads,
         "peak_rss": bench.peak_rss,
     }
@@ -718,6 +748,13 @@ def report(result: Mapping[str, Any], s: Settings, command: str, where: str) -> 
             )
             + f": creation -> bound p50 {ar.p50:.2f} s, p99 {ar.p99:.2f} s."
         )
+    yard: Arrival | None = result.get("arrival_kube_scheduler")
+    if yard is not None:
+        lines.append(
+            f"Same arrival to kube-scheduler, right after (plain pods: no PodGroups, it does not "
+            f"gang; {yard.pods} pods): creation -> bound p50 {yard.p50:.2f} s, "
+            f"p99 {yard.p99:.2f} s."
+        )
     lines += [
         f"Peak RSS of the Sluice scheduler process over these runs: {result['peak_rss']:.0f} MiB.",
         "",
@@ -728,8 +765,14 @@ def report(result: Mapping[str, Any], s: Settings, command: str, where: str) -> 
 def parse(argv: list[str] | None) -> tuple[argparse.Namespace, Settings]:
     p = bench_parser("python -m bench.live", __doc__)
     for f in dataclasses.fields(Settings):
-        if f.name not in ("shapes", "job_shapes", "kube_scheduler"):
+        if f.name not in ("shapes", "job_shapes", "kube_scheduler", "arrival_kube_scheduler"):
             p.add_argument("--" + f.name.replace("_", "-"), type=type(f.default), default=f.default)
+    p.add_argument(
+        "--no-arrival-kube-scheduler",
+        dest="arrival_kube_scheduler",
+        action="store_false",
+        help="leave kube-scheduler's run of the sustained arrival out",
+    )
     p.add_argument("--shapes", default="500x20,20x500,1x10000", help="gangs x size, ...")
     p.add_argument(
         "--job-shapes",

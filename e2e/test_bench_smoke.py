@@ -29,6 +29,7 @@ def test_live_bench_runs_every_scenario_and_reports(cluster: Any, tmp_path: Path
         rate=8.0,
         seconds=2.0,
         settle=1.0,  # no write counts are read here: no need to wait for held-back ones
+        arrival_kube_scheduler=False,  # kept out of CI's time (tests/unit/bench: its report)
     )
     result = asyncio.run(live.run_on(str(cluster.kubeconfig), tmp_path, settings, cluster))
 

@@ -66,3 +66,25 @@ def test_an_arrival_with_a_lifetime_says_where_the_cluster_levels_off() -> None:
     }
     text = live.report(result, settings, "python -m bench.live --lifetime 60", "a cluster")
     assert "each pod running 60 s (the cluster levels off at about 12000 pods)" in text
+
+
+def test_kube_schedulers_run_of_the_same_arrival_is_reported_beside_sluices() -> None:
+    _, settings = live.parse(["--rounds", "0", "--lifetime", "30"])
+    assert settings.arrival_kube_scheduler  # on by default on a cluster the run starts
+    assert not live.parse(["--no-arrival-kube-scheduler"])[1].arrival_kube_scheduler
+    result: dict[str, Any] = {
+        "plain": {},
+        "gangs": {},
+        "jobs": {},
+        "steady": None,
+        "arrival": live.Arrival(200.0, 120.0, 24000, 2.5, 7.9, lifetime=30.0),
+        "arrival_kube_scheduler": live.Arrival(
+            200.0, 120.0, 23990, 0.4, 1.2, lifetime=30.0, contestant="kube-scheduler"
+        ),
+        "loads": [2.0, 3.0],
+        "peak_rss": 300.0,
+    }
+    text = live.report(result, settings, "python -m bench.live --lifetime 30", "a cluster")
+    assert "p50 2.50 s, p99 7.90 s." in text
+    assert "Same arrival to kube-scheduler" in text
+    assert "23990 pods): creation -> bound p50 0.40 s, p99 1.20 s." in text
