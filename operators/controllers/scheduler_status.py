@@ -629,11 +629,14 @@ class StatusWriter:
         return out
 
     def _forget_gone(self) -> None:
-        """Forget the per-group bookkeeping of groups that no longer exist. Plain pods' entries
-        (`pod/<uid>` in _last_write) are write_pod_reasons' to forget, when their pod goes."""
+        """Forget the bookkeeping of groups that no longer exist, and the write times of plain
+        pods that are gone (`pod/<uid>`; those of live pods throttle their reason messages)."""
         live = {rec.uid for rec in self.cache.groups.values()}
-        for uid in [u for u in self._last_write if u not in live and not u.startswith("pod/")]:
-            del self._last_write[uid]
+        pods = self.cache.pods
+        for key in [
+            k for k in self._last_write if (k[4:] not in pods if k[:4] == "pod/" else k not in live)
+        ]:
+            del self._last_write[key]
         for table in (self._sent, self._unchanged, self._counts_since):
             for uid in [u for u in table if u not in live]:
                 del table[uid]

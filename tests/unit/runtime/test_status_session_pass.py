@@ -163,7 +163,9 @@ async def test_bookkeeping_of_deleted_groups_is_forgotten_without_a_full_pass() 
     writer = StatusWriter(fake, h.cache, SchedulerMetrics(), concurrency=8)
     writer.write_session(SessionResult((), {}), 100.0, "t0", set())
     await writer.drain()
-    writer._last_write["pod/uid-p"] = 100.0  # a plain pod's reason throttle: not a group's
+    h.pod(pod("p"))
+    # plain pods' reason throttles: kept while the pod lives
+    writer._last_write.update({"pod/uid-p": 100.0, "pod/uid-gone": 100.0})
     for n in names[:-1]:
         h.cache.on_podgroup("DELETED", ("ns", n), None, h.cache.groups[("ns", n)])
     writer.write_session(SessionResult((), {}), 101.0, "t1", h.cache.dirty_groups)
