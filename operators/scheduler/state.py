@@ -246,18 +246,30 @@ class SessionState:
         # Group uids named as preemptor by a WillEvict mark (eviction.py; computed once).
         self.mark_named: set[str] | None = None
 
+        # One pass per object, with the memo's lookups inline: at 60,000 groups and tasks a
+        # method call or a dict write per object is a noticeable part of the session.
+        memo = self.memo
         self.groups: list[GroupInfo] = []
         self.group_by_uid: dict[str, GroupInfo] = {}
-        for pg in snapshot.groups:
-            if pg.uid in self.group_by_uid:
-                continue
-            g = self._group_info(pg, len(self.groups))
-            self.groups.append(g)
-            self.group_by_uid[pg.uid] = g
-
         self.groups_by_queue: dict[int, list[GroupInfo]] = {}
-        for g in self.groups:
-            self.groups_by_queue.setdefault(g.queue, []).append(g)
+        groups, by_uid, by_queue = self.groups, self.group_by_uid, self.groups_by_queue
+        known_groups = memo.groups
+        for pg in snapshot.groups:
+            uid = pg.uid
+            if uid in by_uid:
+                continue  # listed twice: the first one counts
+            g = known_groups.get(uid)
+            if g is not None and g.pg is pg:
+                g.renew(len(groups))
+            else:
+                g = GroupInfo(pg, len(groups), *self._group_static(pg), phase=pg.phase)
+            groups.append(g)
+            by_uid[uid] = g
+            same_queue = by_queue.get(g.queue)
+            if same_queue is None:
+                by_queue[g.queue] = [g]
+            else:
+                same_queue.append(g)
 
         self.tasks: list[TaskInfo] = []
         self.releasing: dict[int, int] = {}  # node -> pods still terminating there
@@ -266,32 +278,45 @@ class SessionState:
         ] = {}
         self._prev_task: tuple[Any, ...] | None = None  # see _task_info
         bound: list[TaskInfo] = []
+        all_tasks, position = self.tasks, self.nodes.position
+        # Taken out as they are met, so a task listed twice gets a fresh state the second time.
+        reuse = memo.tasks.pop
         for task in snapshot.tasks:
-            owner = self.group_by_uid.get(task.group)
-            if owner is None or task.status in _TASK_DONE:
+            owner = by_uid.get(task.group)
+            status = task.status
+            if owner is None or status in _TASK_DONE:
                 continue
-            info = self._task_info(task, owner)
+            info = reuse(id(task), None)
+            if (
+                info is not None
+                and info.group.pg.pool == owner.pg.pool
+                and info.replica_priority == owner.role_priority.get(task.role, 0)
+            ):
+                info.renew(owner)
+            else:
+                info = self._task_info(task, owner)
             owner.tasks.append(info)
-            self.tasks.append(info)
-            if task.status == _TASK_PENDING:
+            all_tasks.append(info)
+            if status == _TASK_PENDING:
                 owner.pending_status += 1
-            if task.status in _TASK_HOLDING and task.node is not None:
-                where = self.nodes.position.get(task.node)
+            if status in _TASK_HOLDING and task.node is not None:
+                where = position.get(task.node)
                 if where is None:
                     continue  # bound to a node that left the snapshot: holds nothing we see
-                if task.status == _TASK_RELEASING:
+                if status == _TASK_RELEASING:
                     self.releasing[where] = self.releasing.get(where, 0) + 1
                 info.node = where
                 info.held = True
                 info.gpu_ids = task.gpu_ids
                 bound.append(info)
             elif task.nominated_node is not None:
-                info.nominated = self.nodes.position.get(task.nominated_node, -1)
+                info.nominated = position.get(task.nominated_node, -1)
         self._account_bound(bound)
-        for g in self.groups:
+        for g in groups:
             if len(g.tasks) > 1:  # most groups of a busy cluster are one plain pod
                 g.tasks.sort(key=lambda t: (*growth_key(t), t.task.uid))
-        for g in self.groups:
+        # Demand: groups with pending tasks, or none at all (most groups have a running one).
+        for g in [g for g in groups if g.pending_status or not g.tasks]:
             if g.queue < 0:
                 continue  # a missing queue's demand belongs to no queue (it is refused)
             waiting = g.pending_tasks()
@@ -303,7 +328,7 @@ class SessionState:
                     self.queues.demand[g.queue] += np.sum([t.req for t in waiting], axis=0)
             if not g.tasks and g.pg.phase == _GROUP_PENDING:
                 self.queues.demand[g.queue] += self.min_resources(g)
-        self.memo.close()
+        memo.close(by_uid, all_tasks)
         total = self.nodes.capacity[self.nodes.schedulable].sum(axis=0)
         self.cluster_total: NDArray[np.float64] = total
         self.queues.compute_deserved(total)
@@ -380,15 +405,6 @@ class SessionState:
             free[card] -= share
         t.gpu_ids = ids
 
-    def _group_info(self, pg: PodGroup, index: int) -> GroupInfo:
-        known = self.memo.group(pg)
-        if known is not None:
-            known.renew(index)
-            return known
-        info = GroupInfo(pg, index, *self._group_static(pg), phase=pg.phase)
-        self.memo.keep_group(pg, info)
-        return info
-
     def _group_static(self, pg: PodGroup) -> GroupStatic:
         queue = self.queues.position.get(pg.queue)
         if queue is None:
@@ -419,11 +435,6 @@ class SessionState:
         # Replicas of a job usually arrive one after another and share their requests,
         # selector, affinity and tolerations objects: everything derived from those (plus the
         # group, role and pool) is reused from the previous task as is.
-        group_pool, replica_priority = group.pg.pool, group.role_priority.get(task.role, 0)
-        known = self.memo.task(task, group_pool, replica_priority)
-        if known is not None:
-            known.renew(group)
-            return known
         prev = self._prev_task
         if (
             prev is not None
@@ -447,7 +458,7 @@ class SessionState:
                 derived,
             )
         req, cards, milli, shape, pool, priority, dims = derived
-        info = TaskInfo(
+        return TaskInfo(
             task=task,
             group=group,
             req=req,
@@ -458,8 +469,6 @@ class SessionState:
             replica_priority=priority,
             dims=dims,
         )
-        self.memo.keep_task(task, group_pool, replica_priority, info)
-        return info
 
     def _derive(self, task: Task, group: GroupInfo) -> Derived:
         """(req, gpu cards, gpu milli, shape, pool, replica priority, dims) of a task."""

@@ -221,7 +221,7 @@ def test_the_memo_keeps_only_the_objects_of_the_last_session() -> None:
     memo, snap = SessionMemo(), _snapshot()
     _open(snap, memo)
     _open(replace(snap, tasks=snap.tasks[:1]), memo)
-    assert [entry[0] for entry in memo.tasks.values()] == [snap.tasks[0]]
+    assert [info.task for info in memo.tasks.values()] == [snap.tasks[0]]
 
 
 def test_an_object_met_twice_in_one_snapshot_gets_a_state_object_each_time() -> None:
