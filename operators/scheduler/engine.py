@@ -16,7 +16,9 @@ Numbered phases, each timed with the caller's timer when one is given:
 from __future__ import annotations
 
 import gc
+from collections import Counter
 from collections.abc import Callable
+from operator import attrgetter
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
@@ -249,7 +251,7 @@ def _fill_explanations(ssn: Session) -> None:
     state = ssn.state
     pending = GroupPhase.PENDING  # bound once: a class's enum member is slow to read (state.py)
     for g in state.groups:
-        if g.tasks and not g.pending_tasks():
+        if g.tasks and (not g.pending_status or not g.pending_tasks()):
             continue  # nothing of it waits (most groups of a busy cluster): nothing to say
         if state.has_explanation(g.uid):
             continue
@@ -268,28 +270,30 @@ def _fill_explanations(ssn: Session) -> None:
 
 def _queue_statuses(state: SessionState, ext: Extensions) -> dict[str, QueueStatus]:
     tree, space = state.queues, state.space
-    counts: dict[int, dict[GroupPhase, int]] = {}
+    groups = state.groups
+    # Counted in C: a Python pass per group shows at tens of thousands of groups.
+    counts = Counter(zip(map(_queue_of, groups), map(_phase_of, groups), strict=True))
     waiting: dict[int, list[GroupInfo]] = {}
     waits = (GroupPhase.PENDING, GroupPhase.INQUEUE)  # bound once (see _fill_explanations)
-    for g in state.groups:
-        per = counts.setdefault(g.queue, {})
-        per[g.phase] = per.get(g.phase, 0) + 1
-        if g.phase in waits:
-            waiting.setdefault(g.queue, []).append(g)
+    for g in [g for g in groups if g.phase in waits]:
+        waiting.setdefault(g.queue, []).append(g)
     out: dict[str, QueueStatus] = {}
     for q, name in enumerate(tree.names):
-        per = counts.get(q, {})
         out[name] = QueueStatus(
             deserved=MappingProxyType(space.mapping(tree.deserved[q])),
             allocated=MappingProxyType(space.mapping(tree.allocated[q])),
-            pending=per.get(GroupPhase.PENDING, 0),
-            inqueue=per.get(GroupPhase.INQUEUE, 0),
-            running=per.get(GroupPhase.RUNNING, 0),
+            pending=counts[q, GroupPhase.PENDING],
+            inqueue=counts[q, GroupPhase.INQUEUE],
+            running=counts[q, GroupPhase.RUNNING],
             waiting=tuple(
                 (g.pg.namespace, g.pg.name) for g in sorted(waiting.get(q, ()), key=ext.job_key)
             ),
         )
     return out
+
+
+_queue_of = attrgetter("queue")
+_phase_of = attrgetter("phase")
 
 
 def _pool_statuses(state: SessionState) -> dict[str, PoolStatus]:

@@ -77,6 +77,8 @@ class Reservations:
         # preemptor would find its room taken and evict a second victim.
         self.held_for: dict[int, list[int]] = {}
         for g in state.groups:
+            if not g.pending_status:
+                continue  # nothing of it can wait (most groups of a busy cluster)
             nodes = sorted({t.nominated for t in g.pending_tasks() if t.nominated >= 0})
             if nodes and not g.gang_satisfied():
                 self.held_for[g.index] = nodes

@@ -229,6 +229,9 @@ class SessionState:
         self._lazy: dict[str, tuple[ReasonCode, Callable[[], str]]] = {}
         # Nodes whose holdings changed, in order (append-only; shapeviews.py syncs from it).
         self.touched: list[int] = []
+        # Groups whose holdings changed, in order (append-only; a group once per move; victim
+        # orders patch from it, eviction.py). Open's own accounting is not in it.
+        self.moved: list[GroupInfo] = []
         # (island layout id, whole cards) -> (whole cards, best NVLink island, best NUMA node).
         self._card_stats: dict[tuple[int, tuple[bool, ...]], tuple[int, int, int]] = {}
         # Per shape key: requested non-GPU columns and the request on them (shapeviews.py).
@@ -586,12 +589,14 @@ class SessionState:
         if uniform:
             t0.group.held_count += sign * len(tasks)
             t0.group.changes += 1
+            self.moved.append(t0.group)
             if usage and t0.group.queue >= 0:
                 self.queues.add_usage(t0.group.queue, total, sign)
         else:
             for t in tasks:
                 t.group.held_count += sign
                 t.group.changes += 1
+                self.moved.append(t.group)
                 if usage and t.group.queue >= 0:
                     self.queues.add_usage(t.group.queue, t.req, sign)
         for t in tasks:

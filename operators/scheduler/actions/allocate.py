@@ -49,7 +49,8 @@ def candidates(ssn: Session) -> list[GroupInfo]:
         g
         for g in ssn.state.groups
         if g.phase in admitted
-        # Pending tasks first: a running group without any is answered without a pass.
+        # Pending tasks first: a running group without any is answered without a call.
+        and g.pending_status
         and g.pending_tasks()
         and not g.gang_satisfied()
         and not ssn.state.backing_off(g)

@@ -70,7 +70,8 @@ def run(ssn: Session) -> None:
         g
         for g in state.groups
         if g.phase != pending
-        and g.pending_tasks()  # cheap for a running group without any (most of them)
+        and g.pending_status  # a running group without any (most of them): no call
+        and g.pending_tasks()
         and g.gang_satisfied()
         and not state.backing_off(g)
         # A gang waiting for nominated room grows only once it is actually bound.

@@ -92,21 +92,20 @@ class VictimOrder:
 
     Victim keys read the unit, its group and its own queue's usage and share, never the
     preemptor (framework.py), so one order serves every preemptor and is only patched where
-    something changed: the groups whose units changed (their holdings moved: found through
-    ``changes``; a victim search's discarded attempts move holdings and put them back, which
-    changes no unit) and the groups of queues whose usage or share changed (re-keyed; for
-    reclaim these may also enter or leave the scope).
+    something changed: the groups whose units changed (their holdings moved: read from the
+    session's log of moved groups, ``SessionState.moved``, and checked by ``changes``; a victim
+    search's discarded attempts move holdings and put them back, which changes no unit) and
+    the groups of queues whose usage or share changed (re-keyed; for reclaim these may also
+    enter or leave the scope).
     """
 
     allocated: NDArray[np.float64]  # queue usage and shares the keys were taken under
     leaving: NDArray[np.float64]
     deserved: NDArray[np.float64]
     over: set[int]  # reclaim: the queues above their share then
-    touched: int  # len(state.touched) when last checked
+    moves: int  # len(state.moved) when last checked
     # Each group of the scope holding something (by id()): its ``changes`` and units then.
     groups: dict[int, tuple[GroupInfo, int, list[VictimUnit]]] = field(default_factory=dict)
-    # Nodes where tracked groups held tasks: a move there may have changed their units.
-    on_node: dict[int, list[int]] = field(default_factory=dict)
     # The order: keys (unique: they end in group uid and unit order) and units, in step.
     keys: list[tuple[object, ...]] = field(default_factory=list)
     units: list[VictimUnit] = field(default_factory=list)
@@ -114,8 +113,6 @@ class VictimOrder:
 
     def track(self, state: SessionState, h: GroupInfo) -> None:
         self.groups[id(h)] = (h, h.changes, _cached_units(state, h))
-        for node in {t.node for t in h.tasks if t.held and t.node >= 0}:
-            self.on_node.setdefault(node, []).append(id(h))
 
     def refresh(self, state: SessionState, ext: Extensions, purpose: Purpose) -> None:
         """Patch the order to the state now. Membership follows :func:`_candidate_groups`:
@@ -130,16 +127,10 @@ class VictimOrder:
         if moved:
             self.allocated, self.leaving = tree.allocated.copy(), tree.leaving.copy()
             self.deserved = tree.deserved.copy()
-        of_moved = [id(h) for q in moved for h in state.groups_by_queue.get(q, [])]
         dirty: set[int] = set()  # groups whose entries are redone
-        changed: set[int] = set()  # groups whose holdings may have moved
-        if len(state.touched) != self.touched:
-            # A group's holdings move on a node it held tasks on, or (placed somewhere new)
-            # change its queue's usage.
-            for node in set(state.touched[self.touched :]):
-                changed.update(self.on_node.get(node, ()))
-            changed.update(of_moved)
-            self.touched = len(state.touched)
+        # Groups whose holdings moved since the last check (every move is logged).
+        changed = {id(h) for h in state.moved[self.moves :]}
+        self.moves = len(state.moved)
         for key in changed:
             found = groups.get(key)
             if found is None or found[0].changes == found[1]:
@@ -159,8 +150,11 @@ class VictimOrder:
                         self.track(state, h)
                         dirty.add(id(h))
             self.over = over
-            # Left the scope: a queue back within its share, a borrower no more.
-            for key in changed.union(of_moved):
+            # Left the scope: a queue back within its share (its usage or share moved), a
+            # borrower no more (its holdings moved).
+            for key in changed.union(
+                id(h) for q in moved if q not in over for h in state.groups_by_queue.get(q, [])
+            ):
                 found = groups.get(key)
                 if (
                     found is not None
@@ -225,7 +219,7 @@ def ordered_candidates(
         tree.leaving.copy(),
         tree.deserved.copy(),
         _over(state),
-        len(state.touched),
+        len(state.moved),
     )
     for h in _candidate_groups(state, preemptor, purpose):
         if h.held_count > 0:
