@@ -231,7 +231,7 @@ class SessionState:
         self.touched: list[int] = []
         # Groups whose holdings changed, in order (append-only; a group once per move; victim
         # orders patch from it, eviction.py). Open's own accounting is not in it.
-        self.moved: list[GroupInfo] = []
+        self.moved_holdings: list[GroupInfo] = []
         # (island layout id, whole cards) -> (whole cards, best NVLink island, best NUMA node).
         self._card_stats: dict[tuple[int, tuple[bool, ...]], tuple[int, int, int]] = {}
         # Per shape key: requested non-GPU columns and the request on them (shapeviews.py).
@@ -290,10 +290,12 @@ class SessionState:
             if owner is None or status in _TASK_DONE:
                 continue
             info = reuse(id(task), None)
-            if (
-                info is not None
-                and info.group.pg.pool == owner.pg.pool
-                and info.replica_priority == owner.role_priority.get(task.role, 0)
+            if info is not None and (
+                info.group is owner  # the same PodGroup object: what it derived is unchanged
+                or (
+                    info.group.pg.pool == owner.pg.pool
+                    and info.replica_priority == owner.role_priority.get(task.role, 0)
+                )
             ):
                 info.renew(owner)
             else:
@@ -350,13 +352,16 @@ class SessionState:
         reqs = request_rows(bound, self.space.size)
         np.subtract.at(self.free, nodes, reqs)
         tree = self.queues
-        leaving = [i for i, t in enumerate(bound) if t.task.status == _TASK_RELEASING]
-        for rows, target in ((range(len(bound)), tree.allocated), (leaving, tree.leaving)):
+        count = len(bound)
+        queue_of = np.fromiter((t.group.queue for t in bound), np.int64, count)
+        queued = queue_of >= 0
+        leaving = queued & np.fromiter(
+            (t.task.status == _TASK_RELEASING for t in bound), np.bool_, count
+        )
+        for rows, target in ((queued, tree.allocated), (leaving, tree.leaving)):
             per_queue = np.zeros_like(target)
-            queued = [i for i in rows if bound[i].group.queue >= 0]
-            if queued:
-                index = np.fromiter((bound[i].group.queue for i in queued), np.int64, len(queued))
-                np.add.at(per_queue, index, reqs[queued])
+            if rows.any():  # rows in task order, as a statement would add them one by one
+                np.add.at(per_queue, queue_of[rows], reqs[rows])
             for q in range(tree.size - 1, -1, -1):  # children come after parents
                 target[q] += per_queue[q]
                 parent = int(tree.parent[q])
@@ -589,14 +594,14 @@ class SessionState:
         if uniform:
             t0.group.held_count += sign * len(tasks)
             t0.group.changes += 1
-            self.moved.append(t0.group)
+            self.moved_holdings.append(t0.group)
             if usage and t0.group.queue >= 0:
                 self.queues.add_usage(t0.group.queue, total, sign)
         else:
             for t in tasks:
                 t.group.held_count += sign
                 t.group.changes += 1
-                self.moved.append(t.group)
+                self.moved_holdings.append(t.group)
                 if usage and t.group.queue >= 0:
                     self.queues.add_usage(t.group.queue, t.req, sign)
         for t in tasks:
@@ -630,7 +635,9 @@ class SessionState:
         else:
             chosen = complete_minimum(g, g.tasks)[0]
             first = chosen[0].req if chosen else None
-            if first is not None and all(t.req is first for t in chosen):
+            if first is not None and len(chosen) == 1:
+                vec = first  # read-only already (shared by tasks of its shape)
+            elif first is not None and all(t.req is first for t in chosen):
                 vec = first * len(chosen)  # replicas of one shape share one vector
             else:
                 vec = self.space.zeros()

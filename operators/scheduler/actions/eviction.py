@@ -93,7 +93,7 @@ class VictimOrder:
     Victim keys read the unit, its group and its own queue's usage and share, never the
     preemptor (framework.py), so one order serves every preemptor and is only patched where
     something changed: the groups whose units changed (their holdings moved: read from the
-    session's log of moved groups, ``SessionState.moved``, and checked by ``changes``; a victim
+    session's log of moved groups, ``SessionState.moved_holdings``, and checked by ``changes``; a victim
     search's discarded attempts move holdings and put them back, which changes no unit) and
     the groups of queues whose usage or share changed (re-keyed; for reclaim these may also
     enter or leave the scope).
@@ -103,7 +103,7 @@ class VictimOrder:
     leaving: NDArray[np.float64]
     deserved: NDArray[np.float64]
     over: set[int]  # reclaim: the queues above their share then
-    moves: int  # len(state.moved) when last checked
+    moves: int  # len(state.moved_holdings) when last checked
     # Each group of the scope holding something (by id()): its ``changes`` and units then.
     groups: dict[int, tuple[GroupInfo, int, list[VictimUnit]]] = field(default_factory=dict)
     # The order: keys (unique: they end in group uid and unit order) and units, in step.
@@ -129,8 +129,8 @@ class VictimOrder:
             self.deserved = tree.deserved.copy()
         dirty: set[int] = set()  # groups whose entries are redone
         # Groups whose holdings moved since the last check (every move is logged).
-        changed = {id(h) for h in state.moved[self.moves :]}
-        self.moves = len(state.moved)
+        changed = {id(h) for h in state.moved_holdings[self.moves :]}
+        self.moves = len(state.moved_holdings)
         for key in changed:
             found = groups.get(key)
             if found is None or found[0].changes == found[1]:
@@ -219,7 +219,7 @@ def ordered_candidates(
         tree.leaving.copy(),
         tree.deserved.copy(),
         _over(state),
-        len(state.moved),
+        len(state.moved_holdings),
     )
     for h in _candidate_groups(state, preemptor, purpose):
         if h.held_count > 0:
