@@ -49,11 +49,17 @@ def _within(
     return bool((have[used] <= limit[used] + _EPS).all())
 
 
+_RUNNING = (GroupPhase.RUNNING, GroupPhase.UNKNOWN)
+
+
 class Quota:
     def __init__(self, state: SessionState) -> None:
         self.state = state
         self.tree = state.queues
-        # Gang minimums admitted (Inqueue) but not yet holding resources, per queue (rolled up).
+        # Gang minimums admitted but not yet holding resources, per queue (rolled up): Inqueue
+        # groups, and groups consolidation moved within its window whatever their phase (the
+        # status pass may still write Running while the watch shows the moved pods, and once
+        # they are deleted such a group holds nothing until they are re-created).
         self.reserved = np.zeros_like(self.tree.allocated)
         self._by_group: dict[str, NDArray[np.float64]] = {}
         # Admission asks for idle and reclaimable room once per Pending group; both only
@@ -67,7 +73,10 @@ class Quota:
         self._verdicts: dict[tuple[object, ...], Verdict] = {}
         self._verdicts_at: tuple[object, ...] | None = None
         for g in state.groups:
-            if g.queue >= 0 and g.phase == GroupPhase.INQUEUE and not g.gang_satisfied():
+            admitted = g.phase == GroupPhase.INQUEUE or (
+                g.phase in _RUNNING and state.moved_recently(g)
+            )
+            if g.queue >= 0 and admitted and not g.gang_satisfied():
                 self.reserve(g, state.min_resources(g))
 
     def reserve(self, g: GroupInfo, need: NDArray[np.float64]) -> None:

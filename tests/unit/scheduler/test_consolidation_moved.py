@@ -5,7 +5,7 @@ from __future__ import annotations
 from operators.scheduler import run_session
 from operators.scheduler.decisions import EvictReason, SetGroupPhase
 from operators.scheduler.phases import GroupEvent, next_phase
-from operators.scheduler.snapshot import GroupPhase, Queue, Snapshot
+from operators.scheduler.snapshot import GPU, GroupPhase, Queue, Snapshot
 
 from .builders import arrive, binds, evictions, group, node, tasks
 from .simulate import advance
@@ -121,3 +121,35 @@ def test_a_moved_job_is_placed_first_only_within_the_window() -> None:
 
     assert {b.group for b in binds(run_session(snap(moved_at=990.0)))} == {"a"}
     assert {b.group for b in binds(run_session(snap(moved_at=0.0)))} == {"late"}
+
+
+def test_a_moved_job_whose_pods_are_gone_keeps_its_quota_whatever_its_phase() -> None:
+    """The gap before a moved job's pods are re-created: ``a`` (moved 5 s ago, minResources 4
+    GPUs) has no pods, and its PodGroup may read Running (the status pass wrote it while the
+    watch still showed the moved pod) or Inqueue. Either way its minimum stays reserved in its
+    queue (capability 8 GPUs, ``b`` holds 4), so ``late`` (4 GPUs, created after the move) is
+    not admitted into it. Before, only an Inqueue group reserved: with ``a`` Running, ``late``
+    was admitted. Past the window ``a`` is ordinary work again."""
+
+    def snap(phase: GroupPhase, moved_at: float) -> Snapshot:
+        return Snapshot(
+            now=1000.0,
+            queues=(Queue("q", capability={GPU: 8}),),
+            nodes=(node("n0", cpu=32, gpus=8), node("n1", cpu=32, gpus=8)),
+            groups=(
+                group("a", "q", phase=phase, min_resources={GPU: 4}, consolidated_at=moved_at),
+                group("b", "q", phase=GroupPhase.RUNNING, created=2.0),
+                group("late", "q", phase=GroupPhase.PENDING, created=5.0),
+            ),
+            tasks=(
+                *tasks("b", 1, gpus=4, on=["n1"], gpu_ids=(0, 1, 2, 3)),
+                *tasks("late", 1, gpus=4),
+            ),
+        )
+
+    for phase in (GroupPhase.RUNNING, GroupPhase.UNKNOWN, GroupPhase.INQUEUE):
+        result = run_session(snap(phase, moved_at=995.0))
+        assert "late" not in _phases(result), phase
+        assert not binds(result)
+    past = run_session(snap(GroupPhase.RUNNING, moved_at=0.0))
+    assert {b.group for b in binds(past)} == {"late"}
