@@ -221,20 +221,21 @@ def search_version() -> str:
     """Digest of the core's consolidation search (its code without docstrings: the action and
     the check that keeps its moved jobs' room), kept with every "on" row: a cached "on" row is
     reused, and shown, only while the search is unchanged."""
-    files = (consolidate_action.__file__, movers.__file__)
-    source = "\n".join(Path(f).read_text() for f in files)
-    tree = ast.parse(source)
-    for node in ast.walk(tree):
-        body = getattr(node, "body", None)
-        if (
-            isinstance(body, list)
-            and body
-            and isinstance(body[0], ast.Expr)
-            and isinstance(body[0].value, ast.Constant)
-            and isinstance(body[0].value.value, str)
-        ):
-            body[0] = ast.Pass()
-    return hashlib.sha256(ast.dump(tree).encode()).hexdigest()[:12]
+    dumps = []
+    for path in (consolidate_action.__file__, movers.__file__):
+        tree = ast.parse(Path(path).read_text())
+        for node in ast.walk(tree):
+            body = getattr(node, "body", None)
+            if (
+                isinstance(body, list)
+                and body
+                and isinstance(body[0], ast.Expr)
+                and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)
+            ):
+                body[0] = ast.Pass()
+        dumps.append(ast.dump(tree))
+    return hashlib.sha256("\n".join(dumps).encode()).hexdigest()[:12]
 
 
 def cache_key(row: dict[str, Any], version: str) -> tuple[object, ...] | None:
