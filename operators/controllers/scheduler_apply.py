@@ -31,6 +31,8 @@ from operators.runtime.metrics import SchedulerMetrics
 from operators.scheduler import decisions as D
 
 log = logging.getLogger(__name__)
+_LEFT = (EvictOutcome.EVICTED, EvictOutcome.GONE)
+"""Eviction outcomes after which the pod is leaving or gone."""
 
 PODGROUP_API_VERSION = "scheduling.sluice.dev/v1alpha1"
 # A victim not re-decided for this long (or evicted) counts again when chosen the next time.
@@ -341,6 +343,7 @@ class DecisionApplier:
         if not refs:
             return 0
         self._evicting.update(r.uid for r in refs)
+        self.cache.expect_eviction(r.uid for r in refs)
         # Delayed victims were counted when marked WillEvict; the eviction at the deadline is the
         # same preemption. A stale gang is no preemption at all.
         if decision.reason is D.EvictReason.CONSOLIDATED:
@@ -370,11 +373,13 @@ class DecisionApplier:
             return 0
         if refs:
             self._evicting.update(r.uid for r in refs)
+            self.cache.expect_eviction(r.uid for r in refs)
             self.events.post(self.involved(group_uid), "Warning", reason, message)
             await self._run_evictions(refs)
         return len(refs)
 
     async def _run_evictions(self, refs: list[PodRef], victim: str = "") -> None:
+        outcomes: list[EvictOutcome] = []
         try:
             if not self.may_write():
                 log.warning("not the leader any more; not evicting %d pods", len(refs))
@@ -388,6 +393,9 @@ class DecisionApplier:
             return
         finally:
             self._evicting.difference_update(r.uid for r in refs)
+            # Evicted pods stay Releasing to the core until the watch shows them leaving.
+            done = {r.uid for r, o in zip(refs, outcomes, strict=False) if o in _LEFT}
+            self.cache.eviction_failed(r.uid for r in refs if r.uid not in done)
         for outcome in outcomes:
             self.metrics.evictions.labels(outcome=outcome.value).inc()
         if EvictOutcome.BLOCKED in outcomes:

@@ -104,6 +104,10 @@ class SchedulerCache:
         self.priority_classes: dict[str, int] = {}
         self.budgets: dict[Key, R.BudgetRecord] = {}
         self.assumed: dict[str, Assumption] = {}
+        # Pods whose eviction we decided, until the watch shows them leaving (or the eviction
+        # failed): a session in between would see them bound and choose their group as a victim
+        # again (a second WillEvict right after its Evicted) or evict it a second time.
+        self._evicted: set[str] = set()
         self._assumed_on_node: defaultdict[str, set[str]] = defaultdict(set)  # node -> pod uids
         # What every pod holding room holds (bound and not finished, or assumed and not bound
         # yet), and the sums per node, kept as pods and assumptions come and go: the bind-time
@@ -209,6 +213,7 @@ class SchedulerCache:
             if old is not None:
                 self._arrival.pop(R.implicit_group_uid(old.uid), None)
                 self._drop_assumption(old.uid)
+                self._evicted.discard(old.uid)
                 self._own_nomination.pop(old.uid, None)
                 if old.holds_resources or self._managed(old):
                     self._schedule("pod-gone")
@@ -463,6 +468,11 @@ class SchedulerCache:
             task = dataclasses.replace(
                 task, status=S.TaskStatus.BOUND, node=assumption.node, gpu_ids=assumption.gpu_ids
             )
+        if rec.uid in self._evicted:
+            if rec.deleting or not rec.node_name:
+                self._evicted.discard(rec.uid)  # the watch shows it: the record is the truth
+            elif task.status is S.TaskStatus.BOUND:
+                task = dataclasses.replace(task, status=S.TaskStatus.RELEASING)
         self._tasks[rec.uid] = task
         if not rec.group_name:
             bound = task.node is not None
@@ -534,6 +544,30 @@ class SchedulerCache:
     # ----------------------------------------------------------------------------------------
     # assume / confirm / forget
     # ----------------------------------------------------------------------------------------
+
+    def expect_eviction(self, pod_uids: Iterable[str]) -> None:
+        """Called just before the scheduler evicts these pods: until the watch shows them
+        leaving, they are Releasing to the core (they hold their room, and are no victims)."""
+        for uid in pod_uids:
+            rec = self.pods.get(uid)
+            if rec is not None and rec.node_name and not rec.deleting:
+                self._evicted.add(uid)
+                self._rebuild_pod(rec)
+
+    def eviction_failed(self, pod_uids: Iterable[str]) -> None:
+        """These pods' eviction did not happen (refused, blocked, failed): bound again. A
+        change for the safety tick, not a session of its own: a PodDisruptionBudget that
+        blocks an eviction would otherwise have it retried in a tight loop."""
+        restored = False
+        for uid in pod_uids:
+            if uid in self._evicted:
+                self._evicted.discard(uid)
+                rec = self.pods.get(uid)
+                if rec is not None:
+                    self._rebuild_pod(rec)
+                    restored = True
+        if restored:
+            self._notify("status")
 
     def assume(self, pod_uid: str, node: str, gpu_ids: tuple[int, ...], now: float) -> bool:
         rec = self.pods.get(pod_uid)

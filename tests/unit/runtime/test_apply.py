@@ -8,9 +8,10 @@ from typing import Any
 from operators.controllers.scheduler_apply import DecisionApplier
 from operators.runtime.binder import Binder, BindRequest
 from operators.runtime.events import EventRecorder
-from operators.runtime.evictor import Evictor
+from operators.runtime.evictor import Evictor, EvictOutcome, PodRef
 from operators.runtime.metrics import SchedulerMetrics
 from operators.scheduler import decisions as D
+from operators.scheduler import snapshot as S
 from operators.scheduler.session import SessionResult
 
 from .factories import pod, podgroup
@@ -130,3 +131,40 @@ async def test_two_gangs_of_one_group_in_flight_keep_it_marked_until_both_end() 
     assert "pg-g" in app.binding_groups
     await app.drain()
     assert "pg-g" not in app.binding_groups
+
+
+class ScriptedEvictor(Evictor):
+    """Answers each pod's eviction with the outcome scripted for it."""
+
+    def __init__(self, outcomes: dict[str, EvictOutcome]) -> None:
+        api: Any = object()
+        super().__init__(api, asyncio.Semaphore(1))
+        self.outcomes = outcomes
+
+    async def evict(self, pod: PodRef, grace_seconds: int | None = None) -> EvictOutcome:
+        return self.outcomes[pod.name]
+
+
+async def test_evicted_pods_are_releasing_to_the_core_unless_their_eviction_did_not_happen() -> (
+    None
+):
+    h = Harness()
+    h.group(podgroup("g", min_member=3))
+    for i in range(3):
+        h.pod(pod(f"g-{i}", group="g", node="n1", phase="Running"))
+    app, _ = applier(h)
+    app.evictor = ScriptedEvictor(
+        {"g-0": EvictOutcome.EVICTED, "g-1": EvictOutcome.BLOCKED, "g-2": EvictOutcome.GONE}
+    )
+    tasks = tuple(f"uid-g-{i}" for i in range(3))
+    evict = D.Evict("pg-g", tasks, D.EvictReason.PREEMPTED, "for a bigger job", "pg-big")
+
+    def statuses() -> list[S.TaskStatus]:
+        by_uid = {t.uid: t.status for t in h.cache.snapshot(0.0).tasks}
+        return [by_uid[uid] for uid in tasks]
+
+    assert app.apply(SessionResult(decisions=(evict,), explanations={}), now=1.0)["evict"] == 3
+    assert statuses() == [S.TaskStatus.RELEASING] * 3  # before any answer
+    await app.drain()
+    # A PodDisruptionBudget kept g-1: bound (a victim again); the others leave.
+    assert statuses() == [S.TaskStatus.RELEASING, S.TaskStatus.BOUND, S.TaskStatus.RELEASING]

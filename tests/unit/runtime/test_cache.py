@@ -219,3 +219,37 @@ def test_a_finished_groups_pods_keep_their_node_until_gone_and_reserve_nothing()
     h.delete_pod("d-1")
     n1 = h.cache.snapshot(2.0).nodes[0]
     assert n1.foreign_used.get("nvidia.com/gpu", 0) == 0
+
+
+def test_pods_we_evict_are_releasing_until_the_watch_shows_them_leaving() -> None:
+    h = Harness()
+    h.node(node("n1"))
+    h.group(podgroup("g", min_member=2))
+    for i in range(3):
+        h.pod(pod(f"p{i}", group="g", node="n1", phase="Running"))
+    h.pod(pod("waiting", group="g"))
+
+    def statuses() -> dict[str, S.TaskStatus]:
+        return {t.uid: t.status for t in h.cache.snapshot(0.0).tasks}
+
+    h.cache.expect_eviction(["uid-p0", "uid-p1", "uid-p2", "uid-waiting", "uid-nobody"])
+    assert statuses() == {
+        "uid-p0": S.TaskStatus.RELEASING,
+        "uid-p1": S.TaskStatus.RELEASING,
+        "uid-p2": S.TaskStatus.RELEASING,
+        "uid-waiting": S.TaskStatus.PENDING,  # nothing to evict: not expected
+    }
+    # The eviction of p2 was refused (a PodDisruptionBudget): bound again.
+    h.cache.eviction_failed(["uid-p2"])
+    assert statuses()["uid-p2"] is S.TaskStatus.BOUND
+    # The watch shows p0 leaving and p1 gone: their records are the truth from now on.
+    leaving = pod("p0", group="g", node="n1", phase="Running")
+    leaving["metadata"]["deletionTimestamp"] = "2026-11-22T09:00:01Z"
+    h.pod(leaving)
+    h.delete_pod("p1")
+    assert statuses() == {
+        "uid-p0": S.TaskStatus.RELEASING,
+        "uid-p2": S.TaskStatus.BOUND,
+        "uid-waiting": S.TaskStatus.PENDING,
+    }
+    assert not h.cache._evicted

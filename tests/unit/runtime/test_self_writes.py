@@ -184,3 +184,62 @@ async def test_the_safety_tick_skips_a_session_over_an_unchanged_cache() -> None
     loop.api.add("node", node("n1"))
     assert loop.op._timed_session_due(0.0)
     assert loop.op.cache.triggers["tick"] == 1
+
+
+async def test_a_victim_whose_eviction_the_watch_has_not_shown_is_not_chosen_again() -> None:
+    """Seen in CI as willevict, evicted, willevict (or evicted twice) at a receiver: right after
+    the deadline's eviction, a session ran while the pod watch still showed one victim pod bound
+    (the eviction POSTed, its deletion not back yet), found the preemptor still without room and
+    marked the victim WillEvict again. Evicted pods are Releasing to the core until the watch
+    shows them leaving."""
+    loop = Loop()
+    queue = R.queue({"metadata": {"name": "team-a"}, "spec": {"preemptionDelaySeconds": 4}})
+    loop.op.cache.on_queue("MODIFIED", ("", "team-a"), queue, None)
+    for name, value in (("low", 0), ("high", 1000)):
+        loop.op.cache.on_priority_class("ADDED", ("", name), value, None)
+    loop.api.add("node", node("n0", gpus=8))
+    victim = podgroup("victim", min_member=2)
+    victim["spec"]["priorityClassName"] = "low"
+    loop.api.add("podgroup", victim)
+    for i in range(2):
+        loop.api.add("pod", pod(f"victim-{i}", group="victim", gpu=4, node="n0", phase="Running"))
+    await loop.settle()
+    urgent = podgroup("urgent", min_member=1)
+    urgent["spec"]["priorityClassName"] = "high"
+    loop.api.add("podgroup", urgent)
+    loop.api.add("pod", pod("urgent-0", group="urgent", gpu=8))
+    await loop.settle()
+
+    def status(name: str) -> dict[str, Any]:
+        return dict(loop.api.raw[("podgroup", "ns", name)].get("status") or {})
+
+    assert status("victim")["preemption"]["role"] == "WillEvict"
+    # The deadline passes (moved into the past: the core's clock is the wall clock). The pod
+    # watch is slow: neither the eviction nor the preemptor's nomination is back yet.
+    loop.api.late_pods = True
+    for name in ("victim", "urgent"):
+        raw = loop.api.raw[("podgroup", "ns", name)]
+        raw["status"]["preemption"]["deadline"] = R.rfc3339(1.0)
+        loop.api.add("podgroup", raw)
+    await loop.settle()
+    evicted = status("victim")
+    assert "preemption" not in evicted
+    assert evicted["lastEviction"]["reason"] == "DelayedPreemptionDue"
+    assert sum(path.endswith("/eviction") for _, path in loop.api.writes) == 2
+
+    # The watch shows one victim pod gone; the other's deletion is not back yet.
+    loop.h.delete_pod("victim-0")
+    before = loop.sessions
+    await loop.settle()
+    assert loop.sessions > before  # the pod's change ran a session
+    assert "preemption" not in status("victim")
+    assert status("victim")["lastEviction"] == evicted["lastEviction"]
+    assert "preemption" not in status("urgent")
+    assert sum(path.endswith("/eviction") for _, path in loop.api.writes) == 2
+
+    # The other pod's deletion arrives: the record is the truth again.
+    leaving = loop.api.raw[("pod", "ns", "victim-1")]
+    leaving["metadata"]["deletionTimestamp"] = "2026-11-22T09:00:01Z"
+    loop.api.add("pod", leaving)
+    await loop.settle()
+    assert not loop.op.cache._evicted
