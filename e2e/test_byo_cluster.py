@@ -35,6 +35,9 @@ def run(cluster: DevCluster, state: Path, *args: str) -> subprocess.CompletedPro
     )
 
 
+# Three steps of up to 280 s each (deploy, a nested e2e module, undeploy); pytest's default
+# 300 s guard for the whole test was below their sum: one full e2e run at load ~15 took 229 s.
+@pytest.mark.timeout(900)
 def test_deploy_and_an_e2e_module_run_against_an_existing_cluster(
     cluster: DevCluster, tmp_path: Path
 ) -> None:

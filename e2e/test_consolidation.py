@@ -162,6 +162,15 @@ def test_a_job_moves_so_a_fragmented_gang_fits(
     conds = {c["type"]: c for c in group["status"]["conditions"]}
     assert conds["Consolidated"]["status"] == "True", conds
     assert "big" in conds["Consolidated"]["message"]
+
+    # Placing it again ended the move: movedTo emptied, nothing is held for it any more.
+    def move_ended() -> dict[str, Any] | None:
+        now = custom.get_namespaced_custom_object(
+            GROUP, VERSION, namespace, PodGroup.plural, moved[0]
+        )
+        return now if now["status"]["lastEviction"].get("movedTo") == [] else None
+
+    wait_for(move_ended, 30, "the moved job's move ended", sched)
     wait_event(core, namespace, "Consolidated", moved[0], sched)
     # It kept its admission: every phase written since the move, replayed from the API.
     stream = watch.Watch().stream(
@@ -173,11 +182,17 @@ def test_a_job_moves_so_a_fragmented_gang_fits(
         resource_version=since,
         timeout_seconds=2,
     )
-    phases = [
-        (ev["object"].get("status") or {}).get("phase")
+    statuses = [
+        ev["object"].get("status") or {}
         for ev in stream
         if ev["object"]["metadata"]["name"] == moved[0]
     ]
+    phases = [st.get("phase") for st in statuses]
+    # The node the plan placed it on went into the API (the schema keeps it): later cycles held
+    # it for the job until its re-created pod was placed, and that is where the pod runs.
+    planned = [{"node": running[moved[0]].spec.node_name, "pods": 1}]
+    moved_tos = [(st.get("lastEviction") or {}).get("movedTo") for st in statuses]
+    assert planned in moved_tos, moved_tos
     # (Inqueue is written only if a status pass sees the re-created pod before a session binds
     # it, a race either way; Pending, the old rule's answer there, never.)
     assert "Pending" not in phases, phases

@@ -56,6 +56,9 @@ def test_a_tenant_that_may_preempt_does_and_one_that_may_not_waits(stage: Stage)
         prod.submit("train", vcjob(1, gpus=8, runs_for="15s"), queue="vision", pool="tenant-pool")
         prod.wait_running("train", 1)
         assert dev.events("experiment", "Preempted"), "dev's job was told it was preempted"
+        # Stamped before its pods went (a uid-tested JSON patch), for the hooks' Evicted notice.
+        last = (dev.podgroup("experiment").get("status") or {}).get("lastEviction") or {}
+        assert last.get("reason") == "Preempted"
         train = prod.uids("train")
 
         staff.submit("eval", vcjob(1, gpus=8, runs_for="5s"), queue="vision", pool="tenant-pool")
@@ -90,7 +93,8 @@ def test_a_big_gang_takes_what_it_needs_shrinking_elastic_jobs_first(stage: Stag
         )
         research.wait_running("big", 8)
         assert len(research.running("elastic")) == 2, "the elastic job shrank to its minimum"
-        assert research.phase("elastic") == "Running", "...and kept running"
+        # ...and kept running (its status is written up to 5 s after a change: docs/jobs.md).
+        research.wait_phase("elastic", "Running", timeout=30)
         survivors = [n for n in ("small-a", "small-b") if research.running(n)]
         assert len(survivors) == 1, "exactly one whole job was preempted, not both"
         research.wait_finished("big")

@@ -1,7 +1,10 @@
-"""What the scheduler reads of a PodGroup survives the real API server (pruning, CEL).
+"""What the scheduler reads of a PodGroup survives the real API server (pruning, CEL); what the
+jobs operator writes to a job's status lands on that job only.
 
 The unit contract test (tests/unit/runtime/test_reader_contract.py) prunes with the CRD schema in
 Python; this one lets the API server do it, so a difference between the two cannot hide a field.
+The unit tests of the status write (tests/unit/controllers/test_jobs_status_successor.py) stand
+in for the API server's JSON patch; here the real one refuses a write made for another uid.
 """
 
 from __future__ import annotations
@@ -13,7 +16,11 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from operators.api.scheduling import PodGroup
+from operators.controllers.jobs_apply import Applier, job_path
+from operators.devcluster.cluster import DevCluster
+from operators.runtime import kubeconfig
 from operators.runtime import records as R
+from operators.runtime.client import KubeClient
 from operators.scheduler import snapshot as S
 
 if TYPE_CHECKING:
@@ -58,3 +65,42 @@ def test_elastic_podgroup_reaches_the_reader_whole(
     assert "spec.user cannot change" in result.stderr
     # ...while the rest of the spec stays editable (the rule is not a blanket refusal).
     kubectl("patch", ref, "-n", namespace, "--type=merge", "-p", '{"spec":{"minMember":4}}')
+
+
+async def test_a_job_status_write_lands_only_on_the_job_it_was_made_for(
+    cluster: DevCluster, namespace: str
+) -> None:
+    job = {
+        "apiVersion": "batch.sluice.dev/v1alpha1",
+        "kind": "VCJob",
+        "metadata": {"name": "probe", "namespace": namespace},
+        "spec": {"tasks": [{"name": "w", "replicas": 1, "template": {"spec": {"containers": []}}}]},
+    }
+    path = job_path("VCJob", namespace, "probe")
+    async with KubeClient(kubeconfig.load(str(cluster.kubeconfig))) as api:
+        write = Applier(api, 1).write_status
+
+        old = (await api.post(path.rsplit("/", 1)[0], job))["metadata"]["uid"]
+        # A new job has no status: the fields have no parent until it is written whole.
+        assert await write("VCJob", namespace, "probe", old, {"phase": "Pending"}, whole=True)
+        await api.merge_patch(path + "/status", {"status": {"transitionsDelivered": 2}})
+        assert await write("VCJob", namespace, "probe", old, {"phase": "Running"})
+        status = (await api.get(path))["status"]
+        assert status == {"phase": "Running", "transitionsDelivered": 2}  # another writer's stays
+        # Written whole while it has a status after all (an earlier try landed unanswered, or
+        # another writer came first): `add /status` would replace it; field by field instead.
+        assert await write("VCJob", namespace, "probe", old, {"phase": "Failed"}, whole=True)
+        status = (await api.get(path))["status"]
+        assert status == {"phase": "Failed", "transitionsDelivered": 2}
+
+        await api.delete(path)
+        new = (await api.post(path.rsplit("/", 1)[0], job))["metadata"]["uid"]
+        # The old job's late write: refused by the uid test (422), not merged into the new one.
+        assert not await write("VCJob", namespace, "probe", old, {"phase": "Failed"})
+        assert "status" not in await api.get(path)
+        # Its own first write, field by field (the operator believed it had a status): one
+        # refusal, one read, then whole.
+        assert await write("VCJob", namespace, "probe", new, {"phase": "Pending"})
+        assert (await api.get(path))["status"] == {"phase": "Pending"}
+        await api.delete(path)
+        assert not await write("VCJob", namespace, "probe", new, {"phase": "Running"})

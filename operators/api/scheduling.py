@@ -859,6 +859,16 @@ class PodGroupSpec(SluiceModel):
         return self
 
 
+MAX_MOVED_TO = 1024  # nodes one moved job's pods are planned on (one pod per node is the rule)
+
+
+class MovedTo(StatusModel):
+    """Node a consolidation plan placed some of a moved job's pods on again."""
+
+    node: str = Field(max_length=MAX_NAME)
+    pods: Count
+
+
 class LastEviction(StatusModel):
     """The scheduler's last eviction of the group (written with the status it changes)."""
 
@@ -867,6 +877,12 @@ class LastEviction(StatusModel):
     message: str | None = Field(default=None, max_length=MAX_MESSAGE)
     preemptor: str | None = Field(
         default=None, max_length=MAX_NAME, description="namespace/name that needed the room."
+    )
+    moved_to: list[MovedTo] | None = Field(
+        default=None,
+        max_length=MAX_MOVED_TO,
+        description="Consolidated: the nodes the plan placed the job's pods on again; held "
+        "for it until they are placed (docs/scheduling.md#consolidation).",
     )
 
 

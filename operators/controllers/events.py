@@ -45,7 +45,7 @@ from operators.controllers.kopf_runner import KopfOperator, KopfSettings, Operat
 from operators.jobs import delivery as D
 from operators.jobs.sources import ObjectLog, derive
 from operators.jobs.translog import TransitionRec
-from operators.runtime import kubeconfig, logs
+from operators.runtime import kubeconfig, logs, status_patch
 from operators.runtime.client import ApiError, KubeClient
 from operators.runtime.httpserver import ProbeServer
 from operators.runtime.informer import Informer, WatchedKind
@@ -541,24 +541,21 @@ class EventsController:
         written = view.log_seq
         resource = D.OBJECT_KINDS.get(kind)
         if view.log is not None and resource is not None:
-            path = resource.api_path(ns or None, name) + "/status"
-            # The uid makes the patch fail on a namesake created after the object we logged.
-            body: dict[str, Any] = {
-                "metadata": {"uid": view.ref.uid},
-                "status": {"eventLog": {**view.log.wire(), "delivery": rows}},
-            }
+            path = resource.api_path(ns or None, name)
+            status: dict[str, Any] = {"eventLog": {**view.log.wire(), "delivery": rows}}
         else:
             plural = D.JOB_PLURALS.get(kind)
             if plural is None:
                 return
-            status: dict[str, Any] = {"delivery": rows}
+            status = {"delivery": rows}
             lowest = D.job_cursor(view.cursors, D.sinks_of(view.ref, self.filters()))
             if lowest is not None:
                 status["transitionsDelivered"] = lowest
-            path = f"{JOBS_API}/namespaces/{ns}/{plural}/{name}/status"
-            body = {"status": status}
+            path = f"{JOBS_API}/namespaces/{ns}/{plural}/{name}"
         try:
-            await self.client.merge_patch(path, body)
+            # Only onto the object we logged (its uid), never a namesake created after it.
+            if not await status_patch.write_status(self.client, path, view.ref.uid, status):
+                return  # gone: its view goes with its DELETED event
             self.metrics.status_writes.labels("job" if view.log is None else kind).inc()
             if view.log is not None and written > view.persisted:
                 view.persisted = written

@@ -16,8 +16,13 @@ How it runs at scale (no handler writes to Pods, nothing persists per event):
   the order this process first saw them) go first: under overload the jobs already on their way
   finish at the rate the operator and API server sustain, instead of every job's next step
   queueing behind every newer job's (throughput collapsed to a fraction of that rate);
-- a job's transition Events are coalesced (`operators.jobs.coalesced_events`): at most one
-  Event write per job per `EVENT_INTERVAL`, carrying every transition since the last one.
+- a job's status write is held back while the job only makes progress (Pending, Inqueue,
+  Running, the same version and retry count: `STATUS_HOLD` from its first unwritten change),
+  so admission, pod creation and Running go out in one write; a terminal phase, a restart or a
+  delayed action is written at once (`Progress`);
+- a job's transition Events are coalesced (`operators.jobs.coalesced_events`): the transitions
+  of each `EVENT_INTERVAL` (counted from the first one held) go out in one Event, and all that
+  is held goes out at once when the job reaches a terminal phase.
 """
 
 from __future__ import annotations
@@ -70,8 +75,13 @@ STATUS_INTERVAL: Final = 1.0
 COUNT_INTERVAL = 5.0
 """Seconds between two counts of jobs by phase (`sluice_operator_objects`)."""
 RECONCILE_CONCURRENCY: Final = 16
-EVENT_INTERVAL: Final = 5.0
-"""Seconds between two transition Event writes of one job (the first is written at once)."""
+EVENT_INTERVAL: Final = 10.0
+"""Seconds a job's transition Events are held, from the first one held (a terminal phase
+writes them at once): a one-pod job that ends within it writes one Event in its life."""
+STATUS_HOLD: Final = 5.0
+"""Seconds a job's status write is held while the job only makes progress (`Progress`), from
+its first unwritten change: a one-pod job writes Pending..Running once and its end once."""
+HELD_PHASES: Final = frozenset({JobPhase.PENDING, JobPhase.INQUEUE, JobPhase.RUNNING})
 POD_CONCURRENCY: Final = 32
 """Pod creates/deletes in flight at once, over all jobs."""
 RECHECK_PROBLEMS: Final = 30.0
@@ -95,6 +105,32 @@ Key = tuple[str, str, str]  # kind, namespace, name
 JobPod = tuple[Key, PodObs]
 """What the operator keeps of a pod: its job and its record."""
 JOB_PODS: Final = {"labelSelector": f"{L.JOB_NAME},{L.JOB_KIND}"}
+
+
+@dataclass(frozen=True)
+class Progress:
+    """What of a job's status decides whether a change of it may be held (`STATUS_HOLD`): a
+    change that keeps the phase among HELD_PHASES and the version, retry count and delayed
+    actions as the API holds them is progress an operator restart derives again from the
+    cluster (admission, pods created, bound, running). Anything else (a terminal phase, a
+    restart, a delayed action's clock) is written at once: a restart must read it back."""
+
+    phase: JobPhase | None
+    version: int
+    retry_count: int
+    delayed: tuple[Any, ...]
+
+    @classmethod
+    def of(cls, memory: Memory) -> Progress:
+        return cls(memory.phase, memory.version, memory.retry_count, memory.delayed)
+
+    def may_hold(self, after: Progress) -> bool:
+        return (
+            after.phase in HELD_PHASES
+            and (self.phase is None or self.phase in HELD_PHASES)
+            and (self.version, self.retry_count, self.delayed)
+            == (after.version, after.retry_count, after.delayed)
+        )
 
 
 def job_pod(body: Mapping[str, Any]) -> JobPod:
@@ -127,8 +163,17 @@ class JobState:
     """Order in which this process first saw the job: the older job is reconciled first."""
     transitions: list[Event] = field(default_factory=list)
     """Transition Events not yet written (`EVENT_INTERVAL`)."""
-    events_at: float = float("-inf")
-    """When this job's last transition Event was written (monotonic)."""
+    status_seen: bool = False
+    """Whether the job has a status object (watched, or written by us): status fields are
+    written one by one into it; a job without one gets it whole (`Applier.write_status`)."""
+    in_api: Progress = Progress(None, 0, 0, ())
+    """`Progress` of the status the API holds (as first watched, then as we wrote it)."""
+    held_since: float | None = None
+    """When a status change not yet written was first held (`STATUS_HOLD`); None: none is."""
+
+    @property
+    def uid(self) -> str:
+        return str(self.body["metadata"].get("uid"))
 
 
 KEPT_STATUS: Final = ("phase", "transitionsDelivered")
@@ -201,6 +246,7 @@ class JobsController:
         self.stopping = False
         """Set by `stop`: no new reconciles start, and transitions are written at once."""
         self.event_interval = EVENT_INTERVAL
+        self.status_hold = STATUS_HOLD
         self.wake = asyncio.Event()
         self._arrivals = itertools.count()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -215,7 +261,7 @@ class JobsController:
     def on_job(self, event_type: str, body: Mapping[str, Any]) -> None:
         key = key_of(body)
         if event_type == "DELETED":
-            self.forget(key)
+            self.forget(key, str(body["metadata"].get("uid")))
             return
         state = self.jobs.get(key)
         if state is None or state.body.get("metadata", {}).get("uid") != body["metadata"].get(
@@ -224,11 +270,17 @@ class JobsController:
             # First sight (or a new job of the same name): what the status says was decided.
             if state is not None:
                 self._flush_events(key, state)  # the old job's last transitions still get told
+            memory = Memory.from_status(body.get("status"))
             self.jobs[key] = JobState(
-                kept(body), Memory.from_status(body.get("status")), arrival=next(self._arrivals)
+                kept(body),
+                memory,
+                arrival=next(self._arrivals),
+                status_seen="status" in body,
+                in_api=Progress.of(memory),
             )
             self.mark(key)
             return
+        state.status_seen = state.status_seen or "status" in body
         old_generation = state.body.get("metadata", {}).get("generation")
         state.body = kept(body)
         delivered = int((body.get("status") or {}).get("transitionsDelivered") or 0)
@@ -237,11 +289,15 @@ class JobsController:
         if body["metadata"].get("generation") != old_generation:
             self.mark(key)
 
-    def forget(self, key: Key) -> None:
-        state = self.jobs.pop(key, None)
-        if state is not None:
-            self._flush_events(key, state)  # a deleted job's last transitions still get told
-            self.plugins.forget(str(state.body["metadata"].get("uid")))
+    def forget(self, key: Key, uid: str) -> None:
+        """The job with this uid is gone: drop what is kept of it. Only of that job: a job
+        created again under its name (a late write of the old one found it) keeps its own."""
+        self.plugins.forget(uid)
+        state = self.jobs.get(key)
+        if state is None or state.uid != uid:
+            return  # the old job's lines were told when its successor came (`on_job`)
+        del self.jobs[key]
+        self._flush_events(key, state)  # a deleted job's last transitions still get told
         self.flush_due.pop(key, None)
         self.released.pop(key[1:], None)  # the group is named after its job (pods.group_name)
         self.dirty.discard(key)
@@ -352,6 +408,11 @@ class JobsController:
         # first (bounded), with `_tell_transitions` writing at once from now on.
         self.stopping = True
         reconciles = [t for t in self._tasks if t.get_name().startswith("reconcile-")]
+        # Held status writes go out too (`stopping` holds nothing), in the same bound.
+        held = asyncio.create_task(self._write_held(), name="reconcile-held")
+        self._tasks.add(held)
+        held.add_done_callback(self._tasks.discard)
+        reconciles.append(held)
         if reconciles:
             await asyncio.wait(reconciles, timeout=STOP_RECONCILES_SECONDS)
         for key, state in list(self.jobs.items()):
@@ -360,6 +421,20 @@ class JobsController:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def _write_held(self) -> None:
+        """On stop: a step for each job whose status write is held, RECONCILE_CONCURRENCY at
+        a time (a job whose step is running writes it there)."""
+        sem = asyncio.Semaphore(RECONCILE_CONCURRENCY)
+
+        async def one(key: Key) -> None:
+            async with sem:
+                if key not in self.running:
+                    self.running.add(key)
+                    await self._run_one(key)
+
+        held = [k for k, s in self.jobs.items() if s.held_since is not None]
+        await asyncio.gather(*(one(k) for k in held))
 
     async def _run_one(self, key: Key) -> None:
         started, ok = time.monotonic(), False
@@ -588,11 +663,15 @@ class JobsController:
             due = min(state.creating.values()) + FORGET_CREATES + 0.1
             self.timers[key] = min(self.timers.get(key, due), due)
         written = digest(plan.status)
-        if written != state.written:
-            if not await self.apply.write_status(*key, plan.status):
-                self.forget(key)
+        if written == state.written:
+            state.held_since = None  # back to what the API holds: nothing is held
+        elif not self._hold_status(key, state, plan.memory):
+            whole = not state.status_seen
+            if not await self.apply.write_status(*key, state.uid, plan.status, whole):
+                self.forget(key, state.uid)
                 return
-            state.written = written
+            state.written, state.status_seen = written, True
+            state.in_api, state.held_since = Progress.of(plan.memory), None
         self._post(body, [e for e in plan.events if not e.transition])
         self._tell_transitions(key, state, [e for e in plan.events if e.transition])
         if plan.requeue_after is not None:
@@ -603,31 +682,43 @@ class JobsController:
         if plan.delete_job:
             await self.apply.delete_job(*key, shape.uid)
 
+    def _hold_status(self, key: Key, state: JobState, memory: Memory) -> bool:
+        """Whether this status write waits (`STATUS_HOLD` from the first change held): the
+        step's timer brings a pass when it is due, which writes whatever is newest by then."""
+        if self.stopping or not state.in_api.may_hold(Progress.of(memory)):
+            return False
+        now = time.monotonic()
+        if state.held_since is None:
+            state.held_since = now
+        due = state.held_since + self.status_hold
+        if now >= due:
+            return False
+        self.timers[key] = min(self.timers.get(key, due), due)
+        return True
+
     def _wanted(self, key: Key, state: JobState) -> bool:
         """Whether this job (not a deleted one, nor a new one of its name) still exists."""
         return self.jobs.get(key) is state and not state.body["metadata"].get("deletionTimestamp")
 
     def _tell_transitions(self, key: Key, state: JobState, events: Sequence[Event]) -> None:
-        """Transition Events: written at once if the job's last was written EVENT_INTERVAL ago,
-        else held and written together when the interval is over (`run`)."""
+        """Transition Events: held EVENT_INTERVAL from the first one held and written together
+        then (`run`); all at once when the job reaches a terminal phase (its story is told)."""
         if not events:
             return
         state.transitions.extend(events)
-        due = state.events_at + self.event_interval
         # A job replaced under its name (or gone) meanwhile: `flush_due` is keyed by name and
         # would be flushed from its successor's state, so this job's lines are written now.
         replaced = self.jobs.get(key) is not state
-        if self.stopping or replaced or time.monotonic() >= due:
+        if self.stopping or replaced or state.memory.phase in TERMINAL:
             self._flush_events(key, state)
         elif key not in self.flush_due:
-            self.flush_due[key] = due
+            self.flush_due[key] = time.monotonic() + self.event_interval
             self.wake.set()
 
     def _flush_events(self, key: Key, state: JobState) -> None:
         self.flush_due.pop(key, None)
         if state.transitions:
             events, state.transitions = combine(state.transitions), []
-            state.events_at = time.monotonic()
             self._post(state.body, events)
 
     def _post(self, body: Mapping[str, Any], events: Sequence[Event]) -> None:
@@ -639,8 +730,8 @@ class JobsController:
             "namespace": str(meta.get("namespace")),
             "uid": str(meta.get("uid")),
         }
-        for ev in events:
-            self.events.post(involved, ev.type, ev.reason, ev.message)
+        # In order: the parts of a split flush are read as one story (`kubectl describe`).
+        self.events.post_in_order(involved, [(ev.type, ev.reason, ev.message) for ev in events])
 
 
 def register(registry: kopf.OperatorRegistry, ctx: OperatorContext) -> None:

@@ -4,7 +4,8 @@ PriorityClass or sink; a template the API server rejects).
 
 Every write is idempotent: the PodGroup and the pods have fixed names (AlreadyExists means done),
 deletes carry the pod's uid as a precondition (never a same-named successor), and the status is
-only written when it differs from what this process last wrote.
+only written when it differs from what this process last wrote, with the job's uid as a
+precondition too (`Applier.write_status`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from operators.controllers.scheduler_status import format_resources
 from operators.jobs import pods as P
 from operators.jobs.observed import PodObs
 from operators.jobs.shape import JobShape
-from operators.runtime import records
+from operators.runtime import records, status_patch
 from operators.runtime.client import ApiError, KubeClient
 
 log = logging.getLogger(__name__)
@@ -189,15 +190,16 @@ class Applier:
 
     # -- job ----------------------------------------------------------------------------------
 
-    async def write_status(self, kind: str, ns: str, name: str, status: dict[str, Any]) -> bool:
-        """False when the job is gone."""
-        try:
-            await self.client.merge_patch(f"{job_path(kind, ns, name)}/status", {"status": status})
-        except ApiError as err:
-            if err.not_found:
-                return False
-            raise
-        return True
+    async def write_status(
+        self, kind: str, ns: str, name: str, uid: str, status: dict[str, Any], whole: bool = False
+    ) -> bool:
+        """Write the job's status fields if the job of this name is still the one with this
+        uid (`status_patch.write_status`): False when it is gone, so a late write of a deleted
+        job never lands on its successor. The events operator's fields (`delivery`,
+        `transitionsDelivered`) stay; `whole` is for a job that has no status yet."""
+        return await status_patch.write_status(
+            self.client, job_path(kind, ns, name), uid, status, whole=whole
+        )
 
     async def delete_job(self, kind: str, ns: str, name: str, uid: str) -> None:
         body = {"propagationPolicy": "Background", "preconditions": {"uid": uid}}

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
@@ -23,6 +24,7 @@ from operators.api.scheduling import PodGroup
 from operators.controllers import kopf_runner, podgroup_phase
 from operators.controllers.coalesce import Coalescer, LastSeen, run_in_background
 from operators.controllers.pod_watch import watch_pods
+from operators.controllers.scheduler_status import MOVE_WINDOW
 from operators.controllers.writes import bounded, failures
 from operators.runtime import records
 from operators.runtime.informer import EventType
@@ -90,6 +92,7 @@ class PodGroupOperator:
     )
     listed: Callable[[], bool] = lambda: True
     """Whether the pods are listed: before that a group would look memberless (counts of 0)."""
+    clock: Callable[[], float] = time.time
 
     def on_pod(self, _: EventType, pod: PodKey, new: Membership, old: Membership) -> None:
         """A pod changed (the informer's handler): move it between groups, mark both dirty."""
@@ -109,14 +112,26 @@ class PodGroupOperator:
             return 1.0
         keys, self.dirty = self.dirty, set()
         writes = []
+        now = self.clock()
+        again: float | None = None  # seconds until a moved group's window ends
         for key in sorted(keys):
             views = list(self.groups.get(key, ()))
             if not views:
                 continue  # no PodGroup: the scheduler tells the pods why they wait
             view: GroupView = views[0]
             counts = podgroup_phase.count(self.members.get(key, {}).values())
+            until = records.moved_until(view.status, MOVE_WINDOW)
+            moving = until is not None and now < until
+            if (
+                moving
+                and until is not None
+                and podgroup_phase.finished_phase(view.min_member, counts)
+            ):
+                # Its moved members are being re-created: look again when the window ends.
+                self.dirty.add(key)
+                again = min(again, until - now) if again is not None else until - now
             patch = podgroup_phase.status_patch(
-                view.status, view.min_member, counts, job_owned=view.job_owned
+                view.status, view.min_member, counts, job_owned=view.job_owned, moving=moving
             )
             if patch is not None:
                 path = f"{PodGroup.api_path(key[0], key[1])}/status"
@@ -132,7 +147,7 @@ class PodGroupOperator:
         if failures(results, "podgroup status", self.metrics):
             self.dirty |= keys
             return 5.0
-        return None
+        return again
 
 
 def register(registry: kopf.OperatorRegistry, ctx: kopf_runner.OperatorContext) -> None:

@@ -8,7 +8,10 @@ The phase has two writers that never overlap (docs/admin.md):
   waits for (re-)admission (Pending, Inqueue): the jobs operator creates members only once the
   group is admitted, so every member there that already stopped is from the previous round (a
   restarted task's group re-admitted while another task's pods stay Succeeded); the new round's
-  members are still to come, and the group finishes once they ran.
+  members are still to come, and the group finishes once they ran. Nor does it finish a group
+  consolidation moved within the move window (`moving`): its moved members are deleted and
+  re-created by its job controller, so the members it sees stopped (some Succeeded before the
+  move) are not the whole group; it is looked at again when the window ends.
 Both sides decide with `finished_phase`, so there is no moment where both think they own it.
 """
 
@@ -62,12 +65,14 @@ def operator_phase(
     members: MemberCounts,
     *,
     job_owned: bool = False,
+    moving: bool = False,
 ) -> PodGroupPhase | None:
     """The phase the podgroup operator writes, or None when the phase is not its to change.
-    `job_owned`: a HybridJob or VCJob owns the group (its members come after admission)."""
+    `job_owned`: a HybridJob or VCJob owns the group (its members come after admission);
+    `moving`: consolidation moved it within the move window (its members come back)."""
     finished = finished_phase(min_member, members)
     if finished is not None:
-        if job_owned and current in AWAITING_MEMBERS:
+        if moving or (job_owned and current in AWAITING_MEMBERS):
             return None
         return None if current is finished else finished
     if current in FINISHED and members.active:
@@ -81,6 +86,7 @@ def status_patch(
     members: MemberCounts,
     *,
     job_owned: bool = False,
+    moving: bool = False,
 ) -> dict[str, object] | None:
     """The operator's fields of `status` (phase when it is the operator's, succeeded, failed)."""
     try:
@@ -88,7 +94,7 @@ def status_patch(
     except ValueError:
         phase = None
     patch: dict[str, object] = {}
-    new_phase = operator_phase(phase, min_member, members, job_owned=job_owned)
+    new_phase = operator_phase(phase, min_member, members, job_owned=job_owned, moving=moving)
     if new_phase is not None:
         patch["phase"] = new_phase.value
     # Absent counts read as 0, so a new group costs no write until a member stops.

@@ -17,7 +17,7 @@ import asyncio
 import logging
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Collection, Coroutine, KeysView, Sequence
+from collections.abc import Awaitable, Callable, Collection, Coroutine, KeysView, Sequence
 from typing import Any
 
 from operators.api import labels as L
@@ -87,6 +87,9 @@ class DecisionApplier:
         self._victims = RecentKeys(VICTIM_MEMORY_SECONDS)
         # Groups whose Bindings the API keeps rejecting wait out a growing backoff.
         self.backoff = BindBackoff()
+        # Awaited before a victim group's pods are evicted (its status.lastEviction is written
+        # first: `StatusWriter.stamp_eviction`).
+        self.before_evict: Callable[[str], Awaitable[None]] | None = None
 
     @property
     def binding_groups(self) -> KeysView[str]:
@@ -381,6 +384,9 @@ class DecisionApplier:
     async def _run_evictions(self, refs: list[PodRef], victim: str = "") -> None:
         outcomes: list[EvictOutcome] = []
         try:
+            if victim and self.before_evict is not None and self.may_write():
+                async with self._write_sem:  # a write of the eviction: bounded with them
+                    await self.before_evict(victim)
             if not self.may_write():
                 log.warning("not the leader any more; not evicting %d pods", len(refs))
                 return

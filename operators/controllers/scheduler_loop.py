@@ -19,7 +19,7 @@ from typing import Any
 
 from operators.api.scheduling import PodGroup, Pool, Queue, Topology
 from operators.controllers.scheduler_apply import DecisionApplier
-from operators.controllers.scheduler_status import StatusWriter, count_members
+from operators.controllers.scheduler_status import MOVE_WINDOW, StatusWriter, count_members
 from operators.runtime import kubeconfig, signals
 from operators.runtime import records as R
 from operators.runtime.binder import BindBackoff, Binder, BindRequest
@@ -78,6 +78,14 @@ class SchedulerOperator:
         self._changes = 0
         self._changes_at_session = -1
         self._last_session_at = -math.inf  # the last session's clock (Snapshot.now)
+        # A cycle or status pass put off while the lease renewal was overdue: no event will
+        # ask for it again, so the loop looks every retry period whether it may act again.
+        self._put_off = False
+        # When the first change not yet served by a cycle or status pass arrived (the loop's
+        # clock, replaceable in tests): the coalescing window counts from it, so changes that
+        # came while a cycle ran are not held back a second window after it.
+        self.clock: Callable[[], float] = time.monotonic
+        self._unserved_since = -math.inf
         self.cycles = 0
         self._relists_seen: dict[str, int] = {}
         self._triggers_seen: dict[str, int] = {}
@@ -92,7 +100,16 @@ class SchedulerOperator:
         self._changes += 1
         if kind == "schedule":
             self._schedule_wanted = True
+        if not self._wake.is_set():
+            self._unserved_since = self.clock()
         self._wake.set()
+
+    def _coalesce_delay(self) -> float:
+        """What is left of the coalescing window of the first change not served yet: a burst of
+        changes becomes one cycle, and a change that arrived during a cycle longer than the
+        window is served as soon as that cycle ends (it has waited for company long enough)."""
+        window = self.settings.coalesce_seconds
+        return min(window, max(0.0, window - (self.clock() - self._unserved_since)))
 
     def _recheck(self, req: BindRequest) -> str | None:
         """The binder's last look before a POST. Logged (debug) with the pod watch's position:
@@ -199,10 +216,12 @@ class SchedulerOperator:
             self.metrics,
             s.status_concurrency,
             count_interval=s.status_count_interval_seconds,
+            cluster_interval=s.status_cluster_interval_seconds,
             warn=lambda uid, reason, text: events.post(
                 applier.involved(uid), "Warning", reason, text
             ),
         )
+        applier.before_evict = status.stamp_eviction
 
         self.informers = self._informers(client)
         watch_tasks = [
@@ -311,8 +330,8 @@ class SchedulerOperator:
 
     def _next_deadline(self, now: float) -> float:
         """Seconds until something needs a cycle without any event: a delayed-preemption
-        deadline, a half-bound gang's grace, a waiting gang's hard topology turning soft, or
-        the safety tick (only if work is pending)."""
+        deadline, a half-bound gang's grace, a waiting gang's hard topology turning soft, a
+        moved job's window ending, or the safety tick (only if work is pending)."""
         wait = self.settings.safety_tick_seconds
         for deadline in self.cache.preemption_deadlines():
             wait = min(wait, max(0.0, deadline - now) + 0.05)
@@ -326,10 +345,15 @@ class SchedulerOperator:
             for rejection in self._backoff.current(self.cache.has_group).values():
                 if rejection.retry_at > now:
                     wait = min(wait, rejection.retry_at - now + 0.05)
-        for at in self.cache.topology_soft_times():
+        for at in self._timed_changes():
             if at > now:
                 wait = min(wait, at - now + 0.05)
         return wait
+
+    def _timed_changes(self) -> list[float]:
+        """When the core's answer changes with time alone: a waiting gang's hard topology turns
+        soft, a moved job's held room opens to others at the end of its window."""
+        return self.cache.timed_changes(MOVE_WINDOW)
 
     def _stale_deadlines(self) -> Iterator[tuple[str, float]]:
         """When each gang running below its minimum becomes stale (groups without a grace
@@ -343,7 +367,10 @@ class SchedulerOperator:
 
     async def _loop(self, applier: DecisionApplier, status: StatusWriter) -> None:
         while True:
-            timeout = self._next_deadline(time.time())
+            waited_from = time.time()
+            timeout = self._next_deadline(waited_from)
+            if self._put_off:
+                timeout = min(timeout, self.settings.retry_period_seconds)
             woke = False
             try:
                 await asyncio.wait_for(self._wake.wait(), timeout)
@@ -351,9 +378,13 @@ class SchedulerOperator:
             except TimeoutError:
                 pass
             if woke:
-                await asyncio.sleep(self.settings.coalesce_seconds)
+                await asyncio.sleep(self._coalesce_delay())
             self._wake.clear()
-            timed_work = not woke and self._timed_session_due(time.time())
+            # A wake just before a deadline does not hide it: with status changes arriving more
+            # often than the coalescing window, a passed deadline (a stale gang's grace, a
+            # backoff) would otherwise wait for a change that asks for a session.
+            due = not woke or time.time() >= waited_from + timeout
+            timed_work = due and self._timed_session_due(time.time())
             if self._schedule_wanted or timed_work:
                 self._schedule_wanted = False
                 try:
@@ -365,8 +396,17 @@ class SchedulerOperator:
                     self.metrics.attempts.labels(result="error").inc()
                     self._schedule_wanted = True
                     await asyncio.sleep(1.0)
-            elif woke and self.leading():
-                self.status_pass(applier, status)
+            elif woke or self._put_off:
+                # Not leading for a moment (a renewal late): the dirty groups wait for the
+                # next look, not for an unrelated event (a released status timer's group would).
+                self._put_off = not self.leading()
+                if not self._put_off:
+                    try:
+                        self.status_pass(applier, status)
+                    except Exception:
+                        # As a failed cycle: the scheduler goes on; the groups the pass was to
+                        # visit are back in the dirty set for the next pass (write_groups).
+                        log.exception("status pass failed")
 
     def status_pass(self, applier: DecisionApplier, status: StatusWriter) -> None:
         """Only pod phases or statuses moved (e.g. Running): refresh the statuses of the groups
@@ -374,9 +414,9 @@ class SchedulerOperator:
         now = time.time()
         result = self._last_result or SessionResult(decisions=(), explanations={})
         dirty, self.cache.dirty_groups = self.cache.dirty_groups, set()
-        self._track_dirty_below_minimum(applier, dirty, now)
         known = SessionResult(decisions=(), explanations=result.explanations)
-        status.write_groups(known, now, R.rfc3339(now), only=dirty)
+        status.write_groups(known, now, R.rfc3339(now), only=dirty)  # `dirty` back if it raises
+        self._track_dirty_below_minimum(applier, dirty, now)
         # A pod naming a missing PodGroup starts no session; say why it waits anyway.
         self._write_pod_reasons(applier, status, known, now)
         self._export_triggers()
@@ -407,8 +447,9 @@ class SchedulerOperator:
             return True
         if self._backoff is not None and self._backoff.current(self.cache.has_group):
             return True
-        # A waiting gang's hard topology request turned soft since the last session's clock.
-        if any(self._last_session_at < at <= now for at in self.cache.topology_soft_times()):
+        # A waiting gang's hard topology request turned soft, or a moved job's window ended,
+        # since the last session's clock.
+        if any(self._last_session_at < at <= now for at in self._timed_changes()):
             return True
         if not self.cache.has_pending_work():
             return False
@@ -472,17 +513,20 @@ class SchedulerOperator:
             # writes nothing (the lease task ends the process once the deadline has passed).
             log.warning("cycle %d: lease not renewed in time; not applying", self.cycles)
             self._schedule_wanted = True  # should the renewal still succeed, decide afresh
+            self._put_off = True
             return
+        self._put_off = False  # this cycle writes every group's status
+        status.note_evictions(result.decisions, R.rfc3339(now))  # stamped before they go out
         counts = applier.apply(result, time.time(), issued)
         counts["bind"] += len(issued)
         bound_now = {d.group for d in result.decisions if isinstance(d, D.Bind)}
         await self._repair_half_bound(applier, bound_now, now)
-        dirty, self.cache.dirty_groups = self.cache.dirty_groups, set()
         # A gang this session brought back to its minimum (bindings issued) is no longer a
         # candidate: a later drop gets its own grace, not the first drop's deadline (the
-        # bindings' echoes were just cleared, so no pass between sessions would see it).
+        # bindings' echoes are cleared next, so no pass between sessions would see it).
         self._forget_recovered(applier)
-        written = status.write_session(result, now, R.rfc3339(now), dirty)
+        dirty, self.cache.dirty_groups = self.cache.dirty_groups, set()
+        written = status.write_session(result, now, R.rfc3339(now), dirty)  # put back if it raises
         self._write_pod_reasons(applier, status, result, now)
         status.write_queues(result.queues)
         if self.usage.enabled:

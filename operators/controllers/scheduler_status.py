@@ -6,13 +6,18 @@ writer's own fields, so two writers never overwrite each other.
 
 Each cycle computes the desired status of every live group from the cache and the session's
 output, compares it with what the API already holds (as last seen by the watch), and writes only
-what differs: at most one merge-patch per object per cycle, none when nothing changed. Two kinds
+what differs: at most one merge-patch per object per cycle, none when nothing changed. Three kinds
 of change are held back so that they cannot become a write storm: messages that change while the
 reason stays the same (at most every `message_interval` seconds: an explanation with a moving
-figure in it) and changes of the member counts alone (each waits `count_interval` seconds from
-when it was first seen, and goes out with whatever came meanwhile: a gang's pods are bound and
-turn Running one by one). A held-back change is not dropped: a timer asks for a pass over the
-group when its interval has run out, so the last value lands even if nothing else happens. Phase, condition and delayed-preemption changes go out at once.
+figure in it), changes of the member counts and of condition reasons alone, every condition's
+status as written (each waits `count_interval` seconds from when it was first seen, and goes out
+with whatever came meanwhile: a gang's pods are bound and turn Running one by one; an admitted
+group is explained `Admitted`, then `Waiting` for its pods, then `Scheduled`), and a Queue's or
+Pool's status (at most one write per `cluster_interval`, the newest value). A held-back change is
+not dropped: a timer asks for a pass over the group when its interval has run out, so the last
+value lands even if nothing else happens. Phase changes, condition status flips and
+delayed-preemption changes go out at once (with whatever was held), so each phase a group goes
+through is written, in order.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from operators.api.quantity import format_quantity
 from operators.api.scheduling import PodGroup, Pool, Queue
 from operators.controllers.scheduler_phase import GroupCounts, next_phase
 from operators.runtime import records as R
+from operators.runtime import status_patch
 from operators.runtime.cache import FINISHED_PHASES, SchedulerCache
 from operators.runtime.client import ApiError, KubeClient
 from operators.runtime.metrics import SchedulerMetrics
@@ -203,16 +209,15 @@ def _last_eviction(d: D.Evict, now_text: str, peer_ref: Callable[[str], str]) ->
     out: dict[str, Any] = {"reason": d.reason.value, "time": now_text, "message": d.message[:1024]}
     if d.preemptor:
         out["preemptor"] = peer_ref(d.preemptor)
+    if d.moved_to:
+        out["movedTo"] = [{"node": node, "pods": pods} for node, pods in d.moved_to]
     return out
 
 
 def _moved(status: Mapping[str, Any], evicted: Mapping[str, Any] | None, now: float) -> bool:
     """Was the group's last eviction a consolidation move, less than MOVE_WINDOW ago?"""
-    last = evicted or status.get("lastEviction") or {}
-    if last.get("reason") != D.EvictReason.CONSOLIDATED.value:
-        return False
-    at = R.consolidated_at(status)
-    return at is not None and now - at < MOVE_WINDOW
+    until = R.moved_until(status, MOVE_WINDOW, evicted)
+    return until is not None and now < until
 
 
 def _comparable(status: Mapping[str, Any]) -> Any:
@@ -229,10 +234,17 @@ def _comparable(status: Mapping[str, Any]) -> Any:
 _NO_MARK = object()  # write_groups: the session changed no delayed-preemption mark of the group
 
 
-def _counts_only(desired: Mapping[str, Any], held: Mapping[str, Any]) -> bool:
-    """Whether `desired` differs from `held` in the member counts and nothing else compared."""
+def _coalescible(desired: Mapping[str, Any], held: Mapping[str, Any]) -> bool:
+    """Whether `desired` differs from `held` only in the member counts and in condition reasons
+    (each condition's status the same): a change that may wait `count_interval`. A one-pod
+    job's group is `Admitted`, then `Waiting` for its pod, then `Scheduled` with one pending
+    member within a second or two: each was a write of its own."""
     a, b = _comparable(desired), _comparable(held)
-    return bool(a[0] == b[0] and a[3:] == b[3:])
+    return bool(a[0] == b[0] and a[3] == b[3] and _statuses(a[4]) == _statuses(b[4]))
+
+
+def _statuses(conditions: tuple[tuple[str, Any, Any], ...]) -> tuple[tuple[str, Any], ...]:
+    return tuple((type_, status) for type_, status, _ in conditions)
 
 
 def _messages(status: Mapping[str, Any]) -> Any:
@@ -276,6 +288,7 @@ class StatusWriter:
         warn: Warn | None = None,
         retry_seconds: float = 1.0,
         count_interval: float = 0.0,
+        cluster_interval: float = 0.0,
     ) -> None:
         self.client = client
         self.cache = cache
@@ -304,6 +317,8 @@ class StatusWriter:
         # Queue/Pool status key -> the newest write wanted and not yet known to be in the API.
         self._latest: dict[str, tuple[str, dict[str, Any], Callable[[], None]]] = {}
         self._retry_seconds = retry_seconds
+        self._cluster_interval = cluster_interval
+        self._cluster_sent: dict[str, float] = {}  # Queue/Pool status key -> when last sent
         self._closing = False
         # Delayed-preemption marks of implicit groups have no object to live in: memory only.
         self.implicit_marks: dict[str, S.PreemptionMark] = {}
@@ -314,9 +329,10 @@ class StatusWriter:
         # (pod events only), and going over every explanation each time cost a burst of
         # 10,000 plain pods a tenth of the event loop's time while its Bindings waited.
         self._explained: tuple[Mapping[str, D.Explanation], list[tuple[str, str]]] | None = None
-        # group uid -> status.lastEviction not written yet (kept across passes: a group whose
-        # write is in flight when it is evicted gets it with its next write).
-        self._evictions: dict[str, dict[str, Any]] = {}
+        # group uid -> (the eviction, its status.lastEviction) not known to be in the API yet
+        # (kept across passes: a group whose write is in flight when it is evicted gets it with
+        # its next write). The decision tells a new eviction from one noted already.
+        self._evictions: dict[str, tuple[D.Evict, dict[str, Any]]] = {}
         # group uid -> the scheduler-only fields (SOLE_FIELDS) of our last write, kept for the
         # whole term: a pass reading an older watch event must not send its values back (an
         # evicted victim's WillEvict mark). Never dropped when the watch matches them: an older
@@ -387,6 +403,8 @@ class StatusWriter:
             log.warning("status write %s failed: %s", path, err)
         except (TimeoutError, aiohttp.ClientError, OSError) as err:
             log.warning("status write %s failed: %s", path, type(err).__name__)
+        except Exception:  # e.g. a credential plugin that failed: still a write to retry
+            log.exception("status write %s failed", path)
         return "failed"
 
     def _as_written(self, group_uid: str, watched: Mapping[str, Any]) -> dict[str, Any]:
@@ -405,9 +423,17 @@ class StatusWriter:
         retried, without waiting for another session. A quiet cluster runs no session, so a
         value left unwritten (GPUs of pods that just finished) would stay wrong for good."""
         delay = self._retry_seconds
+        loop = asyncio.get_running_loop()
+        sent_at = self._cluster_sent.get(key, -math.inf)
         try:
             while (want := self._latest.get(key)) is not None:
+                # At most one write per cluster_interval: what came meanwhile replaced `want`.
+                wait = sent_at + self._cluster_interval - loop.time()
+                if wait > 0 and not self._closing:
+                    await asyncio.sleep(wait)
+                    continue
                 path, body, remember = want
+                sent_at = self._cluster_sent[key] = loop.time()
                 outcome = await self._send(path, body)
                 if outcome == "failed":
                     if self._closing:
@@ -469,7 +495,31 @@ class StatusWriter:
     ) -> int:
         """Write the groups whose status differs; `only` limits the pass to those keys and the
         groups the result decides a phase, a mark or an eviction for (a pass after pod-phase
-        changes need not look at groups none of whose pods moved)."""
+        changes need not look at groups none of whose pods moved). Should the pass raise part
+        way, `only` goes back into the cache's dirty set: the next pass visits them (nothing
+        else would: the cache marked them once)."""
+        try:
+            return self._write_groups(result, now, now_text, only)
+        except BaseException:
+            if only is not None:
+                self.cache.dirty_groups |= only
+            raise
+
+    def _placed_again(self, key: tuple[str, str], old: Mapping[str, Any]) -> bool:
+        """A moved group the watch shows bound again since its move, whether or not this
+        result binds it: the pass that held its Bind may have skipped it (a write in flight) or
+        never run (a lease lost, a pass that raised), and the move must end all the same
+        (review s9 A)."""
+        at = R.consolidated_at(old)
+        return at is not None and self.cache.bound_since(key, at)
+
+    def _write_groups(
+        self,
+        result: SessionResult,
+        now: float,
+        now_text: str,
+        only: set[tuple[str, str]] | None,
+    ) -> int:
         decided: dict[str, S.GroupPhase] = {
             d.group: d.phase for d in result.decisions if isinstance(d, D.SetGroupPhase)
         }
@@ -479,9 +529,9 @@ class StatusWriter:
             for d in result.decisions
             if isinstance(d, D.Evict) and d.reason is D.EvictReason.CONSOLIDATED
         }
-        for d in result.decisions:
-            if isinstance(d, D.Evict):
-                self._evictions[d.group] = _last_eviction(d, now_text, self.cache.peer_ref)
+        # Groups the session placed: a moved one among them is placed again, its move is over.
+        placed = {d.group for d in result.decisions if isinstance(d, D.Bind)}
+        self.note_evictions(result.decisions, now_text)
         evicted_keys: set[tuple[str, str]] = set()
         for uid in list(self._evictions):
             grp_rec = self.cache.group_record(uid)
@@ -495,7 +545,7 @@ class StatusWriter:
             self._forget_gone()
         else:
             # The groups the result decides something for are visited whatever `only` says.
-            keys = set(only) | evicted_keys | self._keys_of([*decided, *preemption])
+            keys = set(only) | evicted_keys | self._keys_of([*decided, *preemption, *placed])
             items = [(k, self.cache.groups[k]) for k in keys if k in self.cache.groups]
         for key, rec in items:
             grp = rec.group
@@ -505,7 +555,7 @@ class StatusWriter:
                 self._owed[rec.uid] = key
                 continue
             counts = count_members(self.cache, rec.uid)
-            evicted = self._evictions.get(rec.uid)
+            evicted = self._evictions[rec.uid][1] if rec.uid in self._evictions else None
             missing_pool = "" if self._pool_exists(grp.pool) else grp.pool
             sent = self._sent.get(rec.uid)
             # Everything the desired status is made of besides the record itself; when all of
@@ -527,6 +577,7 @@ class StatusWriter:
                 and seen[1] == basis
                 and not evicted
                 and rec.uid not in moved
+                and rec.uid not in placed
             ):
                 continue
             self._unchanged.pop(rec.uid, None)
@@ -552,6 +603,12 @@ class StatusWriter:
                 desired["preemption"] = old.get("preemption")
             if evicted is not None or old.get("lastEviction"):
                 desired["lastEviction"] = evicted or old["lastEviction"]
+                if (
+                    evicted is None
+                    and R.consolidated_to(old)
+                    and (rec.uid in placed or self._placed_again(key, old))
+                ):
+                    desired["lastEviction"] = R.placed_again(old["lastEviction"])
             desired["conditions"] = desired_conditions(
                 phase,
                 result.explanations.get(rec.uid),
@@ -564,7 +621,9 @@ class StatusWriter:
             # Until the API confirms our last write, compare with the watch: a write that failed
             # or lost its answer is sent again unless the watch shows it arrived.
             held = old if sent is None or sent.confirmed else rec.status
-            if rec.uid not in moved and not evicted:
+            # The end of a move goes out at once (and again until the watch shows it).
+            released = bool(R.consolidated_to(held)) and not R.consolidated_to(desired)
+            if rec.uid not in moved and not evicted and not released:
                 if _comparable(desired) == _comparable(held):
                     self._counts_since.pop(rec.uid, None)
                     if _messages(desired) == _messages(held):
@@ -572,7 +631,7 @@ class StatusWriter:
                         continue
                     if self._hold(rec.uid, key, now, self._message_interval):
                         continue
-                elif _counts_only(desired, held) and self._hold_counts(rec.uid, key, now):
+                elif _coalescible(desired, held) and self._hold_counts(rec.uid, key, now):
                     continue
             self._last_write[rec.uid] = now
             self._counts_since.pop(rec.uid, None)
@@ -604,20 +663,34 @@ class StatusWriter:
         first session pass of a term and when the set of Pools changed (a group's
         PoolFallback reads it). A pass over every group after every session took a quarter
         of the event loop in a sustained arrival (13,000 groups; py-spy, docs/benchmarks.md)."""
-        before, self._session_explanations = self._session_explanations, result.explanations
-        failed, self._failed = self._failed, set()
+        before, failed = self._session_explanations, set(self._failed)
         pools = frozenset(self.cache.pools)
         if before is None or pools != self._session_pools:
-            self._session_pools = pools
-            return self.write_groups(result, now, now_text)
-        changed = failed
-        if before is not result.explanations:
-            after = result.explanations
-            changed |= {uid for uid, why in after.items() if before.get(uid) != why}
-            changed.update(uid for uid in before if uid not in after)
-        if len(self._sent) + len(self._unchanged) > 4 * len(self.cache.groups) + 256:
-            self._forget_gone()  # amortized: deleted groups' entries pile up between sweeps
-        return self.write_groups(result, now, now_text, only=dirty | self._keys_of(changed))
+            try:
+                written = self.write_groups(result, now, now_text)
+            except BaseException:
+                self.cache.dirty_groups |= dirty  # for the status passes before the next session
+                raise
+        else:
+            changed = set(failed)
+            if before is not result.explanations:
+                after = result.explanations
+                changed |= {uid for uid, why in after.items() if before.get(uid) != why}
+                changed.update(uid for uid in before if uid not in after)
+            # Amortized: entries of deleted groups and pods pile up between sweeps (a plain
+            # pod's write time too: on a cluster without PodGroups, nothing else sweeps it).
+            groups = len(self.cache.groups)
+            if (
+                len(self._sent) + len(self._unchanged) > 4 * groups + 256
+                or len(self._last_write) > 2 * (groups + len(self.cache.pods)) + 256
+            ):
+                self._forget_gone()
+            written = self.write_groups(result, now, now_text, only=dirty | self._keys_of(changed))
+        # Only a pass that went through is what the next one compares with (one that raised
+        # left the groups it did not reach to the next: their change would be taken as seen).
+        self._session_explanations, self._session_pools = result.explanations, pools
+        self._failed -= failed
+        return written
 
     def _keys_of(self, group_uids: Iterable[str]) -> set[tuple[str, str]]:
         """(namespace, name) of those of `group_uids` that are PodGroup objects in the cache."""
@@ -652,7 +725,8 @@ class StatusWriter:
         return True
 
     def _hold_counts(self, group_uid: str, key: tuple[str, str], now: float) -> bool:
-        """Whether a change of the group's counts alone must wait: each waits `count_interval`
+        """Whether a change of the group's counts (and condition reasons) alone must wait: each
+        waits `count_interval`
         from when it was first seen (not from the last write: a gang's first bindings would
         be written at once, and its Running phase a moment later again), and is written with
         whatever came meanwhile, or goes out earlier with a phase or condition change."""
@@ -678,10 +752,46 @@ class StatusWriter:
         del self._held[group_uid]
         self.cache.status_owed(key)
 
+    def note_evictions(self, decisions: Iterable[D.Decision], now_text: str) -> None:
+        """The status.lastEviction of each eviction decided, once per decision (the cycle notes
+        them before its evictions go out, so `stamp_eviction` finds them; `write_groups` again)."""
+        for d in decisions:
+            if isinstance(d, D.Evict):
+                noted = self._evictions.get(d.group)
+                if noted is None or noted[0] is not d:
+                    stamp = _last_eviction(d, now_text, self.cache.peer_ref)
+                    self._evictions[d.group] = (d, stamp)
+
+    async def stamp_eviction(self, group_uid: str) -> None:
+        """Write a victim's status.lastEviction now; the applier awaits it before the group's
+        pods are evicted. In the group's status write it may wait behind many others, and a
+        leader that loses its lease cancels the writes still waiting, after its evictions went
+        out: no leader would write it then (it records an action, the next leader cannot derive
+        it), and the hooks' `Evicted` notice would be lost. So it is not bounded by the status
+        writes' semaphore (the applier bounds it with the evictions), and it stays noted until
+        that status write lands (which repeats it, and keeps SOLE_FIELDS' bookkeeping). It
+        tests the group's uid: a same-name successor the watch has not shown yet gets nothing.
+        A failed write is logged; the eviction goes on."""
+        noted = self._evictions.get(group_uid)
+        rec = self.cache.group_record(group_uid)
+        if noted is None or rec is None:
+            return
+        path = PodGroup.api_path(rec.namespace, rec.name)
+        try:
+            if await status_patch.write_status(
+                self.client, path, rec.uid, {"lastEviction": noted[1]}
+            ):
+                self.metrics.status_writes.inc()
+        except (ApiError, TimeoutError, aiohttp.ClientError, OSError) as err:
+            log.warning(
+                "status.lastEviction of %s/%s before its eviction: %s", rec.namespace, rec.name, err
+            )
+
     def _stamped(self, group_uid: str, stamp: dict[str, Any]) -> None:
         """A lastEviction is in the API: forget it (unless a newer one came meanwhile). A failed
         write keeps it for the next pass."""
-        if self._evictions.get(group_uid) is stamp:
+        noted = self._evictions.get(group_uid)
+        if noted is not None and noted[1] is stamp:
             del self._evictions[group_uid]
 
     def _pool_exists(self, name: str) -> bool:
@@ -852,7 +962,8 @@ class StatusWriter:
         return len(tasks)
 
     async def drain(self) -> None:
-        """Wait for the writes started; failed Queue/Pool writes are not retried meanwhile."""
+        """Wait for the writes started; failed Queue/Pool writes are not retried meanwhile (one
+        waiting out its `cluster_interval` is sent when that ends)."""
         self._closing = True
         try:
             while self._tasks:

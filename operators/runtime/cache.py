@@ -332,10 +332,12 @@ class SchedulerCache:
         marks += [pending[-1][1] for pending in self._own_group_status.values()]
         return [m.deadline for m in marks if m is not None]
 
-    def topology_soft_times(self) -> list[float]:
-        """When the hard network-topology requests of waiting groups turn soft
-        (``softAfterSeconds``): the core places such a group differently from then on, so the
-        loop needs a session then even if nothing else changed."""
+    def timed_changes(self, move_window: float) -> list[float]:
+        """When the core's answer changes with time alone, in one pass over the groups: a
+        waiting group's hard network-topology request turns soft (``softAfterSeconds``), and a
+        moved group not placed again yet reaches the end of its window (``consolidated_to``;
+        the nodes held for it open to others). The loop needs a session then even if nothing
+        else changed."""
         out = []
         for r in self.groups.values():
             g = r.group
@@ -343,6 +345,8 @@ class SchedulerCache:
                 at = g.network_topology.soft_at(g.created)
                 if at is not None:
                     out.append(at)
+            if g.consolidated_to and g.consolidated_at is not None:
+                out.append(g.consolidated_at + move_window)
         return out
 
     def expect_nomination(self, pod_uid: str, node: str) -> None:
@@ -728,6 +732,16 @@ class SchedulerCache:
         elif (key := self._group_key_by_uid.get(group_uid)) is not None:
             counts = self._counts_by_group.get(key, counts)
         return counts[0], counts[1], counts[2]
+
+    def bound_since(self, key: Key, at: float) -> bool:
+        """Whether a pod of the group created at or after ``at`` has been bound (the watch shows
+        its node; finished ones count): a moved job placed again. Its pods from before the
+        move were all created earlier."""
+        for uid in self._pods_by_group.get(key, ()):
+            rec = self.pods.get(uid)
+            if rec is not None and rec.node_name and rec.created >= at:
+                return True
+        return False
 
     def task(self, uid: str) -> S.Task | None:
         return self._tasks.get(uid)

@@ -21,6 +21,7 @@ from operators.api import batch as B
 from operators.api import labels as L
 from operators.api.quantity import InvalidQuantityError, to_int_ceil, to_milli
 from operators.scheduler import snapshot as S
+from operators.scheduler.decisions import EvictReason
 
 JsonDict = dict[str, Any]
 _EMPTY: Mapping[str, int] = MappingProxyType({})
@@ -470,13 +471,60 @@ CONSOLIDATED = "Consolidated"
 
 
 def consolidated_at(status: Mapping[str, Any]) -> float | None:
-    """When consolidation last moved the group: its ``Consolidated`` condition's time."""
+    """When consolidation last moved the group: the later of its ``Consolidated`` condition's
+    time and the time of a ``Consolidated`` lastEviction. A leader that lost its lease after a
+    move's evictions wrote only the stamp (written before them), and the condition of an
+    earlier move stays True, so the stamp may be the newer of the two (review s9 B)."""
+    times: list[float] = []
     for cond in status.get("conditions") or ():
         if isinstance(cond, Mapping) and cond.get("type") == CONSOLIDATED:
-            if cond.get("status") != "True" or not cond.get("lastTransitionTime"):
-                return None
-            return timestamp(cond.get("lastTransitionTime"))
-    return None
+            if cond.get("status") == "True" and cond.get("lastTransitionTime"):
+                times.append(timestamp(cond.get("lastTransitionTime")))
+            break
+    last = status.get("lastEviction")
+    if (
+        isinstance(last, Mapping)
+        and last.get("reason") == EvictReason.CONSOLIDATED.value
+        and last.get("time")
+    ):
+        times.append(timestamp(last.get("time")))
+    return max(times) if times else None
+
+
+def moved_until(
+    status: Mapping[str, Any], window: float, last: Mapping[str, Any] | None = None
+) -> float | None:
+    """When the move window of a group whose last eviction (``last``, else
+    ``status.lastEviction``) was a consolidation move ends; None if it was none or the job
+    has been placed again since (:func:`placed_again`: the move is over)."""
+    last = last or status.get("lastEviction") or {}
+    if not isinstance(last, Mapping) or last.get("reason") != EvictReason.CONSOLIDATED.value:
+        return None
+    if last.get("movedTo") == []:
+        return None
+    at = consolidated_at(status)
+    return None if at is None else at + window
+
+
+def placed_again(last: Mapping[str, Any]) -> dict[str, Any]:
+    """A move's ``status.lastEviction`` once the moved job has been placed again: ``movedTo``
+    emptied (a list is replaced whole by a merge patch; an absent key would be kept). A job
+    that finished after that neither holds the plan's nodes again nor is kept from Completed
+    for the rest of the window (review s9 R2)."""
+    return {**last, "movedTo": []}
+
+
+def consolidated_to(status: Mapping[str, Any]) -> tuple[tuple[str, int], ...]:
+    """Where the last move's plan placed the group's pods again: (node, pods) from
+    ``status.lastEviction.movedTo`` (nothing unless the last eviction was that move)."""
+    last = status.get("lastEviction")
+    if not isinstance(last, Mapping) or last.get("reason") != EvictReason.CONSOLIDATED.value:
+        return ()
+    return tuple(
+        (str(item["node"]), max(1, _int(item.get("pods"), 1)))
+        for item in last.get("movedTo") or ()
+        if isinstance(item, Mapping) and item.get("node")
+    )
 
 
 def preemption_mark(
@@ -576,6 +624,7 @@ def podgroup(obj: JsonDict) -> GroupRecord:
         max_unavailable=0 if spec.get("preemptible") is False else None,
         preemptible=spec.get("preemptible") is not False,
         consolidated_at=consolidated_at(status),
+        consolidated_to=consolidated_to(status),
         stale_grace=_stale_grace(spec.get("staleGangGraceSeconds")),
         job_owned=owned_by_job(meta.get("ownerReferences")),
     )

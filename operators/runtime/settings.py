@@ -36,13 +36,19 @@ class SchedulerSettings:
     status_concurrency: int = 16
     """PodGroup status writes in flight at once."""
 
-    status_count_interval_seconds: float = 5.0
-    """A PodGroup status change of the member counts alone (`running`, `pending`) is written this
-    long after it is first seen, with what came meanwhile; phase and condition changes go out
-    at once (and carry the counts). 0: every change at once."""
+    status_count_interval_seconds: float = 10.0
+    """A PodGroup status change of the member counts (`running`, `pending`) and condition reasons
+    alone is written this long after it is first seen, with what came meanwhile; phase changes
+    and condition status flips go out at once (and carry the rest). 0: every change at once."""
+
+    status_cluster_interval_seconds: float = 1.0
+    """Queue and Pool status: at most one write per object this often (the newest value; a
+    session changes their counts). 0: every change at once."""
 
     coalesce_seconds: float = 0.1
-    """After a relevant change, wait this long for more before running a cycle (bursts -> one cycle)."""
+    """After a relevant change, wait this long for more before running a cycle (bursts -> one cycle);
+    counted from the first change not served yet, so changes that came during a longer cycle
+    start the next one as soon as it ends."""
 
     safety_tick_seconds: float = 30.0
     """Run a cycle at least this often while pending work exists, even without watch events."""

@@ -11,7 +11,8 @@ How the runtime carries each one out:
 * :class:`Nominate` -> set ``status.nominatedNodeName``; the task's room is held for it
   (the core reads it back as ``Task.nominated_node``) while its victims terminate.
 * :class:`Evict` -> delete (evict) every pod in ``tasks`` of ``group``; post an Event with
-  ``reason``/``message``.
+  ``reason``/``message``. A consolidation move's ``moved_to`` is written in the group's
+  ``status.lastEviction.movedTo`` (read back as ``PodGroup.consolidated_to``).
 * :class:`SetGroupPhase` -> patch ``PodGroup.status.phase`` (and a condition with ``reason``).
 * :class:`MarkPrivileged` / :class:`MarkWillEvict` -> write the delayed-preemption mark to the
   group's status (read back as ``PodGroup.preemption``), post Events, offer hooks.
@@ -65,6 +66,9 @@ class Evict:
     reason: EvictReason
     message: str
     preemptor: str = ""  # group uid that needed the room
+    # A consolidation move: (node, pods) where the plan placed the job's pods again. Later
+    # sessions hold those nodes for it until it is placed again (reservation.py).
+    moved_to: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

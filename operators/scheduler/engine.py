@@ -33,6 +33,7 @@ from operators.scheduler.actions import (
     reclaim,
     stale,
 )
+from operators.scheduler.actions.movers import planned_nodes
 from operators.scheduler.context import Session, placements
 from operators.scheduler.decisions import (
     Decision,
@@ -180,9 +181,11 @@ def close(ssn: Session, timings: dict[str, float]) -> SessionResult:
             entry[0].extend(t.task.uid for t in op.tasks)
             continue
         binds.extend(placements(state, op))
+    planned = planned_nodes(ssn)
     decisions: list[Decision] = []
     for uid, (tasks, op) in evictions.items():
-        decisions.append(Evict(uid, tuple(tasks), op.reason, op.message, op.preemptor))
+        moved_to = planned.get(uid, ())
+        decisions.append(Evict(uid, tuple(tasks), op.reason, op.message, op.preemptor, moved_to))
     marks_and_phases = list(ssn.decisions)
     decisions.extend(d for d in marks_and_phases if not isinstance(d, SetGroupPhase))
     decisions.extend(binds)

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from operators.scheduler.statement import Statement
 
 _EPS = 1e-6
-# Below half a fragmentation score level (1/100 by default; SessionConfig.fragmentation_levels
+# Below half a fragmentation score level (1/20 by default; SessionConfig.fragmentation_levels
 # stays at most 125), so the fill of a node's network domain only orders nodes that score alike.
 DOMAIN_FILL_TIEBREAK = 0.004
 
@@ -119,6 +119,8 @@ def place_shape(
     need = len(tasks)
     view = ssn.views.get(t0)
     counts = view.counts * ssn.views.allowed(t0, mask, ssn.ext.feasible)
+    if ssn.reservations.shared:
+        ssn.reservations.cap(tasks, counts)  # a node held for it and for others too
     if counts.sum() < need:
         return _shape_failure(ssn, t0, mask, counts, need, where)
     # Best node first, one argmax per node used: a gang lands on at most ``need`` nodes, and

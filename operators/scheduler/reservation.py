@@ -25,8 +25,9 @@ Which nodes (no clock, so "finishes soonest" is approximated by "least in use"):
 If even the eventual room cannot hold the gang, nothing is reserved (the explanation says why it
 does not fit). Nothing is remembered between sessions: the reservation is derived again from each
 snapshot; because nothing new lands on reserved nodes, they stay the freest ones, so the same
-nodes tend to be chosen again until the gang fits. Preempt and reclaim ignore reservations:
-eviction is how higher-priority work gets room, and a nomination is itself a reservation.
+nodes tend to be chosen again until the gang fits. Preempt and reclaim ignore reservations
+(eviction is how higher-priority work gets room, and a nomination is itself a reservation),
+except the room an earlier session's consolidation planned a moved job into (``unheld``).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ import numpy as np
 
 from operators.scheduler.placement import by_shape, topology_request
 from operators.scheduler.shapeviews import counts_at
-from operators.scheduler.snapshot import GPU_MILLI_PER_CARD, TopologyMode
+from operators.scheduler.snapshot import GPU_MILLI_PER_CARD, GroupPhase, TopologyMode
 from operators.scheduler.state import CARD_EPS, Placement
 
 if TYPE_CHECKING:
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
     from operators.scheduler.state import GroupInfo, SessionState, TaskInfo
 
 _NAMES_SHOWN = 8  # node names spelled out in an explanation; the rest are counted
+_ADMITTED = (GroupPhase.INQUEUE, GroupPhase.RUNNING, GroupPhase.UNKNOWN)
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,17 +76,38 @@ class Reservations:
         self._eventual: dict[object, NDArray[np.float64]] = {}
         # Room nominated for a preemptor by an earlier session (Task.nominated_node) is held
         # for it until it binds: other groups place nothing on those nodes meanwhile, or the
-        # preemptor would find its room taken and evict a second victim.
+        # preemptor would find its room taken and evict a second victim. So is the room a
+        # consolidation plan placed a moved job into (PodGroup.consolidated_to), within the
+        # window, until the job is placed again: its pods are re-created some time after the
+        # move, and a group that arrived meanwhile would take the room the plan counted on.
         self.held_for: dict[int, list[int]] = {}
+        # Per holder, its pods planned on each node: (node, pods), pods None = its pending pods
+        # nominated there.
+        self._planned: dict[int, list[tuple[int, int | None]]] = {}
+        self._moved: set[int] = set()  # holders whose hold is a move's planned room
+        position = state.nodes.position
         for g in state.groups:
-            if not g.pending_status:
+            moved_to = g.pg.consolidated_to
+            if not g.pending_status and not moved_to:
                 continue  # nothing of it can wait (most groups of a busy cluster)
-            nodes = sorted({t.nominated for t in g.pending_tasks() if t.nominated >= 0})
-            if nodes and not g.gang_satisfied():
-                self.held_for[g.index] = nodes
+            if g.gang_satisfied():
+                continue
+            planned: list[tuple[int, int | None]] = []
+            if g.pending_status:
+                nominated = {t.nominated for t in g.pending_tasks() if t.nominated >= 0}
+                planned.extend((n, None) for n in sorted(nominated))
+            if moved_to and g.phase in _ADMITTED and state.moved_recently(g) and not _has_room(g):
+                planned.extend(
+                    (position[name], pods) for name, pods in moved_to if name in position
+                )
+                self._moved.add(g.index)
+            if planned:
+                self._planned[g.index] = planned
+                self.held_for[g.index] = sorted({n for n, _ in planned})
         self.held: NDArray[np.bool_] = np.zeros(state.nodes.size, dtype=np.bool_)
-        for nodes in self.held_for.values():
-            self.held[nodes] = True
+        # Holders whose nodes are held for another group too: what each may take there.
+        self.shared: dict[int, dict[int, int | None]] = {}
+        self._hold()
 
     # ------------------------------------------------------------------ masks
 
@@ -105,6 +128,18 @@ class Reservations:
         self._free_of[id(mask)] = (mask, self.version, out)
         return out
 
+    def unheld(self, g: GroupInfo, mask: NDArray[np.bool_]) -> NDArray[np.bool_]:
+        """``mask`` minus the nodes held for jobs other than ``g`` that an earlier session
+        moved there (preempt and reclaim: a nominated gang's hold is room eviction may take,
+        a moved job's is the place its move promised it)."""
+        movers = [i for i in self.held_for if i != g.index and i in self._moved]
+        if not movers:
+            return mask
+        out = mask.copy()
+        for i in movers:
+            out[self.held_for[i]] = False
+        return out
+
     def release_placed(self) -> None:
         """Groups that got room after all (bound, or nominated by a preemption) release theirs."""
         keep = [r for r in self.items if not _has_room(r.group)]
@@ -114,13 +149,38 @@ class Reservations:
             return
         self.items = keep
         self.held_for = holds
-        self.held[:] = False
-        for nodes in holds.values():
-            self.held[nodes] = True
+        self._hold()
         self.owner[:] = -1
         for r in keep:
             self.owner[list(r.nodes)] = r.group.index
         self.version += 1
+
+    def _hold(self) -> None:
+        """The held mask, and what each holder may take on a node held for another one too:
+        only the pods planned for it there (the plans that put several groups' pods on one
+        node fitted them all together; any one taking more leaves another without room)."""
+        self.held[:] = False
+        holders = np.zeros(len(self.held), dtype=np.int64)
+        for nodes in self.held_for.values():
+            self.held[nodes] = True
+            holders[nodes] += 1
+        self.shared = {}
+        if not self.held_for or int(holders.max()) < 2:
+            return
+        for i in self.held_for:
+            caps = {n: pods for n, pods in self._planned[i] if holders[n] > 1}
+            if caps:
+                self.shared[i] = caps
+
+    def cap(self, tasks: list[TaskInfo], counts: NDArray[np.float64]) -> None:
+        """Lower ``counts`` (replicas of ``tasks``' shape that fit, per node) on nodes held for
+        their group and for others too, to the pods planned for the group there."""
+        caps = self.shared.get(tasks[0].group.index)
+        if caps is None:
+            return
+        for node, pods in caps.items():
+            limit = sum(1 for t in tasks if t.nominated == node) if pods is None else pods
+            counts[node] = min(counts[node], limit)
 
     def full(self, pool: int) -> bool:
         """No more reservations in ``pool`` this session."""
@@ -151,8 +211,8 @@ class Reservations:
         """Reserve nodes for ``g``'s ``tasks`` (which did not fit in ``pool_mask`` now)."""
         if not tasks or self.limit <= 0 or self.of(g) is not None:
             return
-        if any(t.nominated >= 0 for t in g.tasks):
-            return  # room promised by an earlier preemption is its hold already
+        if g.index in self.held_for or any(t.nominated >= 0 for t in g.tasks):
+            return  # room promised by an earlier preemption or move is its hold already
         if self.full(g.pool):
             return
         base = pool_mask & self.state.nodes.schedulable & (self.owner < 0) & ~self.held

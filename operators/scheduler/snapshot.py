@@ -471,6 +471,10 @@ class PodGroup:
     movable: bool = True
     # When consolidation last moved it (condition ``Consolidated``); None = never.
     consolidated_at: float | None = None
+    # Where that move's plan placed its pods again: (node name, pods), from
+    # ``Evict.moved_to``. Within the window and until it is placed again, those nodes are held
+    # for it (Reservations.held_for): its pods are re-created some time after the move.
+    consolidated_to: tuple[tuple[str, int], ...] = ()
     # Stale gangs: a running gang below its minimum since ``below_minimum_since`` (the
     # runtime's observation; None = not below) is evicted whole once ``stale_grace`` seconds
     # have passed (None: SessionConfig.stale_gang_grace; negative: never). A group a job

@@ -42,6 +42,12 @@ from operators.simulator.openb import (
     node_order,
     snapshot,
 )
+from operators.simulator.quality import (
+    FRAGMENTATION_KEY,
+    PAPERS_MEASURE,
+    SLUICE_VARIANTS,
+    default_knobs,
+)
 from operators.simulator.report import mean_std, replace_section
 from operators.traces import traces_dir
 
@@ -124,6 +130,7 @@ class Arrivals:
         result = run_session(snap, self.config, self._memo)
         self.sessions += 1
         evicted = False
+        moved_now = {d.group for d in result.decisions if isinstance(d, Evict)}
         for d in result.decisions:
             if isinstance(d, Evict):
                 evicted = True
@@ -134,12 +141,13 @@ class Arrivals:
                     if d.reason is EvictReason.CONSOLIDATED:
                         self.moves += 1
                         self.moved_milli += self.gpu_milli[uid]
+                was = self.groups[d.group]
+                moved = d.reason is EvictReason.CONSOLIDATED
                 self.groups[d.group] = dataclasses.replace(
-                    self.groups[d.group],
+                    was,
                     phase=GroupPhase.INQUEUE,
-                    consolidated_at=self._now
-                    if d.reason is EvictReason.CONSOLIDATED
-                    else self.groups[d.group].consolidated_at,
+                    consolidated_at=self._now if moved else was.consolidated_at,
+                    consolidated_to=d.moved_to if moved else was.consolidated_to,
                 )
             elif isinstance(d, Bind):
                 self.tasks[d.task] = dataclasses.replace(
@@ -149,8 +157,12 @@ class Arrivals:
                     gpu_ids=d.gpu_ids,
                     nominated_node=None,
                 )
+                was = self.groups[d.group]
+                # Placed again: the live status writer ends its move (records.placed_again).
                 self.groups[d.group] = dataclasses.replace(
-                    self.groups[d.group], phase=GroupPhase.RUNNING
+                    was,
+                    phase=GroupPhase.RUNNING,
+                    consolidated_to=was.consolidated_to if d.group in moved_now else (),
                 )
             elif isinstance(d, Nominate):
                 self.tasks[d.task] = dataclasses.replace(self.tasks[d.task], nominated_node=d.node)
@@ -239,8 +251,13 @@ def search_version() -> str:
 
 
 def cache_key(row: dict[str, Any], version: str) -> tuple[object, ...] | None:
-    """The cache key of a results row; None for an "on" row of another search version."""
+    """The cache key of a results row; None for an "on" row of another search version, and
+    for any row run with other fragmentation knobs than the core's defaults today (rows from
+    before the knobs were recorded ran with the paper's measure, the default then)."""
     if row["consolidate"] and row.get("search") != version:
+        return None
+    knobs = tuple(row.get(FRAGMENTATION_KEY, SLUICE_VARIANTS[PAPERS_MEASURE]))
+    if knobs != default_knobs():
         return None
     return (row["trace"], row["seed"], row["consolidate"], row["batch"], row["warmup"])
 
@@ -266,6 +283,7 @@ def run_matrix(
                 result = run(nodes, pods, seed, on, batch=batch, warmup=warmup)
                 row = {"trace": trace, "seed": seed, "consolidate": on}
                 row |= {"batch": batch, "warmup": warmup}
+                row[FRAGMENTATION_KEY] = list(default_knobs())
                 if on:
                     row["search"] = version
                 row |= dataclasses.asdict(result)

@@ -33,14 +33,17 @@ REFERENCE = {
 }
 ALL_POLICIES = (*REFERENCE, OURS)
 # Sluice with fragmentation knobs away from the defaults, run only when named (``--policies``):
-# the variants measured in docs/quality.md part A, not the default (why: see there).
+# the variants measured in docs/quality.md part A. "Sluice, paper's measure" is the default
+# before session 9 (the FGD paper's fragment measure, scores in whole percent).
 # Name -> (fragmentation_cpu_reach, fragmentation_levels, fragmentation_scarcity).
+PAPERS_MEASURE = "Sluice, paper's measure"
 SLUICE_VARIANTS: dict[str, tuple[float, int, float]] = {
+    PAPERS_MEASURE: (0.0, 100, 0.0),
     "Sluice, CPU reach": (1.0, 20, 0.0),
     "Sluice, CPU reach 0.5": (0.5, 100, 0.0),
     "Sluice, CPU reach + scarcity": (1.0, 20, 0.5),
-    "Sluice, CPU reach 0.5 + scarcity": (0.5, 20, 0.5),
 }
+FRAGMENTATION_KEY = "fragmentation"  # a cached Sluice row's [cpu_reach, levels, scarcity]
 LINGJUN_RESULTS = Path("docs/quality/lingjun-results.json")
 PHILLY_RESULTS = Path("docs/quality/philly-results.json")
 # Part C variants: the core's defaults, and the same with time-based fair share on the root
@@ -57,17 +60,53 @@ def results_path() -> Path:
     return Path(os.environ.get("SLUICE_QUALITY_RESULTS", "docs/quality/openb-results.jsonl"))
 
 
+def default_knobs() -> tuple[float, int, float]:
+    """The core's default (fragmentation_cpu_reach, fragmentation_levels, fragmentation_scarcity)."""
+    d = SessionConfig()
+    return (d.fragmentation_cpu_reach, d.fragmentation_levels, d.fragmentation_scarcity)
+
+
+def fragmentation_knobs(policy: str) -> tuple[float, int, float] | None:
+    """The fragmentation knobs a Sluice policy name runs with today (None: a reference policy)."""
+    return default_knobs() if policy == OURS else SLUICE_VARIANTS.get(policy)
+
+
 def load_results(path: Path) -> dict[tuple[str, str, int], dict[str, object]]:
+    """Cached runs by (trace, policy, seed). Runs are keyed by policy name, and what "Sluice"
+    means moves with the core's defaults: a Sluice row whose recorded knobs are not what its
+    name runs with today is an error here, not a silent mix of two configurations."""
     out: dict[tuple[str, str, int], dict[str, object]] = {}
     if path.is_file():
-        for line in path.read_text().splitlines():
+        for number, line in enumerate(path.read_text().splitlines(), 1):
             if line.strip():
                 row = json.loads(line)
+                check_knobs(row, f"{path}:{number}")
                 out[(row["trace"], row["policy"], int(row["seed"]))] = row
     return out
 
 
+def check_knobs(row: dict[str, object], where: str) -> None:
+    policy = str(row["policy"])
+    wanted = fragmentation_knobs(policy)
+    if wanted is None:
+        return
+    got = row.get(FRAGMENTATION_KEY)
+    if not isinstance(got, list) or tuple(got) != wanted:
+        raise ValueError(
+            f"{where}: the cached {policy!r} run (trace {row['trace']}, seed {row['seed']}) "
+            f"has fragmentation knobs {got}, but {policy!r} runs with {list(wanted)} now "
+            "(cpu_reach, levels, scarcity): rename its rows to the variant that matches, "
+            "or delete them to run again"
+        )
+
+
 def run_matrix(traces: list[str], policies: list[str], seeds: list[int], path: Path) -> None:
+    unknown = [p for p in policies if p not in REFERENCE and fragmentation_knobs(p) is None]
+    if unknown:
+        # Not run as the default under a name of its own (a variant that became the default
+        # is "Sluice" now): the cache would keep it under that name.
+        known = ", ".join(repr(p) for p in (*ALL_POLICIES, *SLUICE_VARIANTS))
+        raise ValueError(f"unknown policies {unknown}; known: {known}")
     done = load_results(path)
     folder = traces_dir() / "openb"
     nodes = openb.load_nodes(folder / "openb_node_list_gpu_node.csv")
@@ -80,19 +119,22 @@ def run_matrix(traces: list[str], policies: list[str], seeds: list[int], path: P
                 if (trace, policy, seed) in done:
                     continue
                 started = time.perf_counter()
-                variant = SLUICE_VARIANTS.get(policy)
+                knobs = fragmentation_knobs(policy)
                 config = (
                     dataclasses.replace(
                         openb.session_config(None, seed, ()),
-                        fragmentation_cpu_reach=variant[0],
-                        fragmentation_levels=variant[1],
-                        fragmentation_scarcity=variant[2],
+                        fragmentation_cpu_reach=knobs[0],
+                        fragmentation_levels=knobs[1],
+                        fragmentation_scarcity=knobs[2],
                     )
-                    if variant is not None
+                    if knobs is not None
                     else None
                 )
                 result = openb.run(nodes, workloads[trace], REFERENCE.get(policy), seed, config)
-                row = {"trace": trace, "policy": policy, "seed": seed, **asdict(result)}
+                row: dict[str, object] = {"trace": trace, "policy": policy, "seed": seed}
+                if knobs is not None:
+                    row[FRAGMENTATION_KEY] = list(knobs)
+                row.update(asdict(result))
                 row["allocation"] = [round(v, 3) for v in result.allocation]
                 row["seconds"] = round(time.perf_counter() - started, 1)
                 with path.open("a") as f:

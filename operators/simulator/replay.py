@@ -330,12 +330,13 @@ class Replay:
             self.usage.hold({name: gpus_held(q.allocated) for name, q in result.queues.items()})
         self._explanations = {uid: e.message for uid, e in result.explanations.items()}
         touched: set[str] = set()
+        moved_now = {d.group for d in result.decisions if isinstance(d, Evict)}
         for d in result.decisions:
             if isinstance(d, Evict):
                 self._evict(d, now)
                 if d.reason is EvictReason.CONSOLIDATED:  # the live `Consolidated` condition
                     self.groups[d.group] = dataclasses.replace(
-                        self.groups[d.group], consolidated_at=now
+                        self.groups[d.group], consolidated_at=now, consolidated_to=d.moved_to
                     )
             elif isinstance(d, Bind):
                 tasks = self.tasks[d.group]
@@ -347,6 +348,11 @@ class Replay:
                     nominated_node=None,
                 )
                 touched.add(d.group)
+                if d.group not in moved_now and self.groups[d.group].consolidated_to:
+                    # Placed again: the live status writer ends its move (records.placed_again).
+                    self.groups[d.group] = dataclasses.replace(
+                        self.groups[d.group], consolidated_to=()
+                    )
             elif isinstance(d, Nominate):
                 tasks = self.tasks[d.group]
                 tasks[d.task] = dataclasses.replace(tasks[d.task], nominated_node=d.node)

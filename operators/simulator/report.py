@@ -17,6 +17,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from operators.simulator import openb, published
+from operators.simulator.quality import PAPERS_MEASURE
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
@@ -27,6 +28,9 @@ if TYPE_CHECKING:
 REFERENCE_ORDER = ("Random", "DotProd", "Packing", "BestFit", "FGD")
 PUBLISHED_ORDER = ("Random", "DotProd", "Clustering", "Packing", "BestFit", "FGD")
 OURS = "Sluice"
+# The default before session 9 (the FGD paper's fragment measure), shown beside the default
+# so the change stays visible.
+BEFORE = PAPERS_MEASURE
 TOLERANCE = 0.5  # pp: a reproduced baseline within this of the published mean counts as matched
 
 
@@ -76,13 +80,15 @@ def write_openb(results: Mapping[tuple[str, str, int], Row], traces: Path, docs:
             "(`../shared/traces/openb/published/analysis_allo_discrete.csv`). Command: `make "
             "quality` (all of it), or a slice, e.g. `python -m operators.simulator.quality run "
             "--traces gpushare100 --policies Sluice FGD --seeds 42 43` then `python -m "
-            "operators.simulator.quality report`."
+            "operators.simulator.quality report`. "
+            f"*{BEFORE}*: the default before session 9 (no CPU reach, no scarcity, "
+            "1/100 levels)."
         ),
         "",
         "| trace | "
         + " | ".join(f"published {p}" for p in PUBLISHED_ORDER)
-        + f" | **{OURS}** | n |",
-        "|---|" + "---|" * (len(PUBLISHED_ORDER) + 2),
+        + f" | **{OURS}** | n | {BEFORE} | n |",
+        "|---|" + "---|" * (len(PUBLISHED_ORDER) + 4),
     ]
     for trace in openb.TRACES:
         cells = []
@@ -90,8 +96,10 @@ def write_openb(results: Mapping[tuple[str, str, int], Row], traces: Path, docs:
             series = pub_allo.get((trace, policy))
             cells.append(_pub_cell(series, 100, invert=True))
         ours = runs.get((trace, OURS), [])
-        cells.append(f"**{mean_std(_values(ours, 100))}**")
-        lines.append(f"| {trace} | " + " | ".join(cells) + f" | {len(ours)} |")
+        before = runs.get((trace, BEFORE), [])
+        cells += [f"**{mean_std(_values(ours, 100))}**", str(len(ours))]
+        cells += [mean_std(_values(before, 100)), str(len(before))]
+        lines.append(f"| {trace} | " + " | ".join(cells) + " |")
     lines += [
         "",
         "Reproduction of the paper's baselines with this simulator (same protocol, our code):",

@@ -7,11 +7,18 @@ past 300 s while making progress. pytest-timeout then fails the test from inside
 Hypothesis takes that for the example failing, replays it (it passes) and reports a
 FlakyFailure, or, when the example's repr is over 30 kB, only its "overly large repr" warning:
 a decision mismatch that never was. Property tests get a guard sized for their examples.
+
+For the same reason Hypothesis's own wall-clock checks (the per-example deadline and the
+"too slow" health check) are off for the unit suite: they measure the machine, not the code.
 """
 
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+settings.register_profile("unit", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("unit")
 
 PROPERTY_TIMEOUT = 1200  # seconds; ordinary tests keep pyproject's 300
 

@@ -131,6 +131,8 @@ class FailureMemo:
         a hard-topology domain, the nomination bonus)."""
         if ssn.reservations.items and ssn.reservations.of(g) is not None:
             return None
+        if g.index in ssn.reservations.held_for:
+            return None  # a moved job's held room
         for t in g.tasks:
             if t.node >= 0 or t.nominated >= 0 or t.placed != Placement.NONE:
                 return None
@@ -253,6 +255,8 @@ def allocate_group(
         if failure is None and ext.ready(g):
             ssn.commit(stmt)
             ext.placed(g)
+            if g.index in ssn.reservations.held_for:
+                ssn.reservations.release_placed()  # its held room is others' again at once
             where = f" (borrowing {node_set.label})" if node_set.borrowed else ""
             state.explain(
                 g,

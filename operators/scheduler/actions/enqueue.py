@@ -74,13 +74,15 @@ def _fits(need: NDArray[np.float64], room: NDArray[np.float64]) -> bool:
 
 def _waiting_for_room(ssn: Session) -> dict[int, int]:
     """Per pool: admitted gangs from earlier cycles that hold nothing yet and need more than the
-    pool's idle room (the gangs a reservation is for)."""
+    pool's idle room (the gangs a reservation is for). A job consolidation moved is not one:
+    it was admitted long before, its room is held by the move (reservation.py), and it goes
+    first in allocate."""
     state = ssn.state
     out: dict[int, int] = {}
     rooms: dict[int, NDArray[np.float64]] = {}
     inqueue = GroupPhase.INQUEUE  # bound once (see run)
     for g in state.groups:
-        if g.phase != inqueue or g.gang_satisfied() or g.held_count:
+        if g.phase != inqueue or g.gang_satisfied() or g.held_count or state.moved_recently(g):
             continue
         if g.pool not in rooms:
             rooms[g.pool] = _pool_room(ssn, g.pool)[0]

@@ -538,7 +538,9 @@ def _search(
     """The shortest prefix of ``units`` (as the budgets admit them) after whose eviction the
     gang fits on ``node_set``, minus units that share no node with the placement."""
     state, ext = ssn.state, ssn.ext
-    mask = node_set.mask
+    # Room an earlier session planned a moved job into is that job's: a preemptor placed there
+    # would leave it without the place its move counted on.
+    mask = ssn.reservations.unheld(g, node_set.mask)
     message = f"to make room for {g.pg.namespace}/{g.pg.name}"
 
     def attempt(prefix: list[VictimUnit]) -> Statement | None:

@@ -7,16 +7,16 @@ as fragment for a typical pod when the pod could not use it: all of it when the 
 fit there at all (too few cards with enough free milli, too little CPU, or a node its
 predicates reject), otherwise the milli on cards with less free than the pod wants per card.
 Beyond the paper's measure, the usable idle GPU that the node's free CPU cannot feed may count
-too (``SessionConfig.fragmentation_cpu_reach``, off by default): with ``c`` free cores a pod of
+too (``SessionConfig.fragmentation_cpu_reach``, 0.5 by default): with ``c`` free cores a pod of
 ``p`` cores per ``d`` GPU milli reaches at most ``c / p * d`` milli, so a node whose cores run
 out before its cards is fragmented in proportion, and every core taken there costs - not only
 the core after which no typical pod fits. A node's fragment is the weighted sum over typical pods: each
-weighs its frequency plus, times ``SessionConfig.fragmentation_scarcity`` (off by default),
+weighs its frequency plus, times ``SessionConfig.fragmentation_scarcity`` (0.5 by default),
 its scarcity (:func:`scarcity`), so the few nodes a large pod fits are not the first the reach
 spends.
 
 Score in [0, 1): ``sigmoid((fragment before - fragment after placing one replica) / 1000)``
-rounded down to whole percent (``SessionConfig.fragmentation_levels``), so a placement that
+rounded down to 1/20 (``SessionConfig.fragmentation_levels``), so a placement that
 leaves no more unusable GPU than before scores 0.5 and one that uses up fragments scores
 higher. Tasks without GPUs score 0.5 everywhere unless their CPU decides whether a typical
 pod still fits; among equal scores they prefer the node with the least idle
@@ -43,9 +43,9 @@ if TYPE_CHECKING:
     from operators.scheduler.framework import Extensions
     from operators.scheduler.state import SessionState, TaskInfo
 
-# Scores are rounded down to whole percent by default (SessionConfig.fragmentation_levels), so
-# nodes whose fragment changes alike tie and the first node in order takes the pod: first-fit
-# among equals keeps later nodes whole for large pods. Measured on the openb trace
+# Scores are rounded down to 1/20 by default (SessionConfig.fragmentation_levels), so nodes
+# whose fragment changes alike tie and the first node in order takes the pod: first-fit among
+# equals keeps later nodes whole for large pods. Measured on the openb trace
 # (docs/quality.md): unrounded scores leave ~1.4 pp more GPUs unallocated; with the CPU reach
 # on, 1/20 beats 1/100.
 COVERAGE = 0.95  # typical pods: the most frequent shapes covering this share of tasks

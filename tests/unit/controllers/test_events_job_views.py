@@ -5,7 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from operators.controllers.events import EventsController, EventsSettings
+from operators.controllers.jobs_apply import job_path
 from operators.runtime.metrics import EventsMetrics
+
+from .test_jobs_lifecycle import Api
 
 KEY = ("VCJob", "ns", "train")
 
@@ -48,3 +51,21 @@ async def test_a_spec_change_is_read_even_without_new_transitions() -> None:
     assert c.jobs[KEY].generation == 2
     c.on_job("VCJob", "DELETED", body(2, generation=2))
     assert KEY not in c.jobs
+
+
+async def test_a_cursor_write_of_a_deleted_job_does_not_land_on_its_successor() -> None:
+    """The view's uid is a precondition of its status write (`status_patch`): a flush that comes
+    after the job was deleted and created again under its name writes nothing onto the new one."""
+    api = Api()
+    c = EventsController(api, EventsSettings(), EventsMetrics())  # type: ignore[arg-type]
+    c.on_job("VCJob", "ADDED", body(3))
+    c.jobs[KEY].cursors["s"] = 3
+    successor = {"metadata": {"name": "train", "namespace": "ns", "uid": "u2"}, "spec": {}}
+    api.objects[job_path(*KEY)] = successor
+    await c._write_job(KEY)
+    assert "status" not in api.objects[job_path(*KEY)]
+    api.objects[job_path(*KEY)] = body(3)  # its own job: written
+    await c._write_job(KEY)
+    assert api.objects[job_path(*KEY)]["status"]["delivery"] == [
+        {"sink": "s", "lastDeliveredSequence": 3}
+    ]

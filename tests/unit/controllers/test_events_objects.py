@@ -33,6 +33,14 @@ class StatusApi:
         self.patches.append((path, copy.deepcopy(body)))
         return {}
 
+    async def json_patch(self, path: str, ops: list[dict[str, Any]]) -> dict[str, Any]:
+        """The status writes (`status_patch`): recorded as the uid they test and the status
+        fields they set."""
+        test, *adds = ops
+        assert (test["op"], test["path"]) == ("test", "/metadata/uid")
+        fields = {op["path"].rsplit("/", 1)[1]: op["value"] for op in adds}
+        return await self.merge_patch(path, {"metadata": {"uid": test["value"]}, "status": fields})
+
     def logs(self, name: str) -> list[dict[str, Any]]:
         return [b["status"]["eventLog"] for p, b in self.patches if p == f"{GROUPS}/{name}/status"]
 
@@ -100,7 +108,7 @@ async def notices_are_written_to_the_group_before_they_are_sent(
         first = api.logs("g")[0]
         assert [e["to"] for e in first["entries"]] == ["Running"]
         assert first["observed"] == {"phase": "Running", "preemption": None, "evictedAt": None}
-        # The patch names the uid, so it cannot land on a namesake created meanwhile.
+        # The patch tests the uid, so it cannot land on a namesake created meanwhile.
         assert all(b["metadata"] == {"uid": "uid-g"} for p, b in api.patches if "/g/" in p)
 
         marked = {

@@ -55,6 +55,9 @@ class SecretApi:
     async def merge_patch(self, path: str, body: Any) -> dict[str, Any]:
         return {}
 
+    async def json_patch(self, path: str, ops: Any) -> dict[str, Any]:
+        return {}
+
 
 async def until(check: Callable[[], bool]) -> None:
     for _ in range(1000):  # 10 s

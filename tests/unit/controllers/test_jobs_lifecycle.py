@@ -20,6 +20,7 @@ from operators.controllers.jobs import STATUS_INTERVAL, JobsController, job_pod
 from operators.controllers.jobs_apply import Applier, job_path
 from operators.controllers.kopf_discovery import served_selectors
 from operators.controllers.kopf_runner import KopfSettings, kopf_settings
+from operators.jobs.coalesced_events import SEPARATOR
 from operators.runtime.client import ApiError, KubeClient
 from operators.runtime.operator_metrics import OperatorMetrics
 
@@ -35,7 +36,7 @@ class Api:
         self.objects: dict[str, dict[str, Any]] = {}
         self.events: list[dict[str, Any]] = []
         self.calls: list[tuple[str, str]] = []
-        self.patched: dict[str, dict[str, Any]] = {}  # path -> the last merge patch
+        self.patched: dict[str, dict[str, Any]] = {}  # path -> the last merge patch (or status)
         self.gate: asyncio.Event | None = None  # when set up, pod creates wait for it
         self.waiting = 0
         self.two_waiting = asyncio.Event()
@@ -68,8 +69,35 @@ class Api:
         if target is None:
             raise ApiError(404, {"reason": "NotFound"}, "PATCH", path)
         self.patched[path] = body
+        if path.endswith("/status"):  # merged into the status, as the API server does
+            target["status"] = {**(target.get("status") or {}), **body["status"]}
         self._stamp(target)
         return {**body, "metadata": dict(target["metadata"])}
+
+    async def json_patch(self, path: str, ops: list[dict[str, Any]]) -> dict[str, Any]:
+        """The ops the jobs operator sends (`test`, `add`), as the API server applies them: all
+        or nothing, 422 when a test fails or a parent is missing. `patched` gets the status."""
+        self.calls.append(("PATCH", path))
+        target = self.objects.get(path.removesuffix("/status"))
+        if target is None:
+            raise ApiError(404, {"reason": "NotFound"}, "PATCH", path)
+        changed = copy.deepcopy(target)
+        for op in ops:
+            tokens = op["path"].lstrip("/").split("/")
+            *parents, last = (t.replace("~1", "/").replace("~0", "~") for t in tokens)
+            into: Any = changed
+            for part in parents:
+                if not isinstance(into, dict) or part not in into:
+                    raise ApiError(422, {"reason": "Invalid"}, "PATCH", path)
+                into = into[part]
+            if op["op"] == "test" and into.get(last) != op["value"]:
+                raise ApiError(422, {"reason": "Invalid"}, "PATCH", path)
+            if op["op"] == "add":
+                into[last] = copy.deepcopy(op["value"])
+        target["status"] = changed.get("status")
+        self.patched[path] = {"status": copy.deepcopy(target["status"])}
+        self._stamp(target)
+        return copy.deepcopy(target)
 
     async def delete(self, path: str, body: Any = None) -> dict[str, Any]:
         self.calls.append(("DELETE", path))
@@ -113,6 +141,9 @@ class Operator:
         self.api = api
         ctx: Any = SimpleNamespace(client=api)
         self.c = JobsController(ctx)
+        # The steps' decisions are read from each status write; the hold of status writes is
+        # tested on its own (test_jobs_status_hold.py).
+        self.c.status_hold = 0.0
 
     def job(self, body: dict[str, Any]) -> None:
         self.api.objects[job_path("VCJob", "ns", "j")] = body
@@ -371,17 +402,16 @@ async def test_the_host_lists_follow_a_task_scaled_up_and_down_while_running() -
     assert api.patched[hosts] == {"data": {"w.host": "j-w-0.j\n"}}
 
 
-async def test_a_jobs_transitions_are_told_in_a_few_events_none_lost() -> None:
+async def test_a_jobs_transitions_are_told_in_one_event_none_lost() -> None:
     """A one-pod job has 11 transitions; each was a POST of its own (at 40 jobs a second, more
-    Event writes than the API server took). Now the first is written at once and the rest of
-    an EVENT_INTERVAL together, each `#seq` line kept, in order."""
+    Event writes than the API server took), then 3 (the first at once, the rest of each 5 s
+    together). Now they are held EVENT_INTERVAL from the first and all told at once when the
+    job ends: one Event for a job that ends within it, each `#seq` line kept, in order."""
     api = Api()
     op = Operator(api)
-    op.c.event_interval = 3600.0  # held until the flush below
+    op.c.event_interval = 3600.0  # held until the job ends
     op.job(vcjob(1, replicas=1))
     await op.step()
-    await op.c.events.drain(5)
-    assert len(api.events) == 1  # the first: at once
     op.group("Inqueue")
     await op.step()
     op.pods_seen()
@@ -392,20 +422,42 @@ async def test_a_jobs_transitions_are_told_in_a_few_events_none_lost() -> None:
     op.group("Running")
     await op.step()
     await op.c.events.drain(5)
-    assert len(api.events) == 1
+    assert api.events == []
     assert KEY in op.c.flush_due
-    op.c._flush_events(KEY, op.c.jobs[KEY])
     op.pods_move("Succeeded")
     await op.step()
     assert op.phase() == "Completed"
-    op.c.forget(KEY)  # deleted: what it still holds is told
     await op.c.events.drain(5)
-    told = [m for e in api.events for m in e["message"].split("; ")]
+    assert KEY not in op.c.flush_due
+    told = [m for e in api.events for m in e["message"].split(SEPARATOR)]
     seqs = [int(m.split(" ", 1)[0].lstrip("#")) for m in told]
     status = api.patched[job_path("VCJob", "ns", "j") + "/status"]["status"]
     assert seqs == list(range(1, status["transitionSeq"] + 1))
     assert len(seqs) == 11
-    assert [e["reason"] for e in api.events] == ["JobPending", "JobRunning", "JobCompleted"]
+    assert [e["reason"] for e in api.events] == ["JobCompleted"]
+
+
+async def test_held_transitions_are_told_when_their_interval_is_over() -> None:
+    """A job that does not end soon still tells its story every EVENT_INTERVAL: the worker
+    flushes what is due (here: due at once)."""
+    api = Api()
+    op = Operator(api)
+    op.c.event_interval = 0.0
+    op.c.ctx.stop = asyncio.Event()
+    op.c.ctx.metrics = OperatorMetrics("")
+    op.job(vcjob(1, replicas=1))
+    await op.step()
+    assert KEY in op.c.flush_due
+    worker = asyncio.create_task(op.c.run())
+    for _ in range(100):
+        if api.events:
+            break
+        await asyncio.sleep(0.02)
+    op.c.ctx.stop.set()
+    op.c.wake.set()
+    await asyncio.wait_for(worker, 5)
+    await op.c.events.drain(5)
+    assert [e["reason"] for e in api.events] == ["JobPending"]
 
 
 async def test_a_job_replaced_by_one_of_its_name_still_tells_its_held_transitions() -> None:

@@ -6,6 +6,7 @@ import asyncio
 from typing import Any
 
 from operators.controllers.jobs_apply import job_path
+from operators.jobs.coalesced_events import SEPARATOR
 from operators.runtime.operator_metrics import OperatorMetrics
 
 from .test_jobs_lifecycle import KEY, Api, Operator, vcjob
@@ -22,11 +23,11 @@ class GatedApi(Api):
         self.status_waiting = asyncio.Event()
         self.event_gate: asyncio.Event | None = None
 
-    async def merge_patch(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    async def json_patch(self, path: str, ops: list[dict[str, Any]]) -> dict[str, Any]:
         if path == STATUS and self.status_gate is not None:
             self.status_waiting.set()
             await self.status_gate.wait()
-        return await super().merge_patch(path, body)
+        return await super().json_patch(path, ops)
 
     async def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         if path.endswith("/events") and self.event_gate is not None:
@@ -40,7 +41,7 @@ def told(api: Api, uid: str = "u1") -> list[int]:
         m
         for e in api.events
         if e["involvedObject"]["uid"] == uid
-        for m in e["message"].split("; ")
+        for m in e["message"].split(SEPARATOR)
         if m.startswith("#")
     ]
     return [int(m.split(" ", 1)[0].lstrip("#")) for m in lines]

@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from operators.api import labels as L
 from operators.api.scheduling import PodGroup, Queue
 from operators.controllers.coalesce import Coalescer, LastSeen
@@ -20,6 +22,7 @@ from operators.controllers.pool import PoolOperator
 from operators.controllers.pool_membership import PoolObject
 from operators.controllers.queue import QueueOperator
 from operators.controllers.queue_tree import QueueObject, queue_object
+from operators.controllers.scheduler_status import MOVE_WINDOW
 from operators.runtime import records as R
 from operators.runtime.client import ApiError
 
@@ -195,6 +198,72 @@ async def test_podgroup_pass_leaves_a_readmitted_job_group_to_its_new_round() ->
             "status": {"phase": "Failed", "succeeded": 2}
         },
     }
+
+
+async def test_podgroup_pass_does_not_finish_a_group_whose_members_are_being_moved() -> None:
+    """Two of a job's four pods Succeeded; consolidation moved the other two, deleted and not
+    yet re-created. Before, the operator saw every member stopped and wrote Failed (2 of 4
+    succeeded) over the Running group, and Pending once the moved pods came back, so the job
+    lost its admission. Now only the count is written and the group is looked at again when
+    the move window ends; past it, the same members finish the group as before."""
+    api = Api()
+    fake: Any = api
+    now = 1.8e9
+    op = PodGroupOperator(fake, clock=lambda: now)
+    member(op, "g-0", "g", "Succeeded")
+    member(op, "g-1", "g", "Succeeded")
+    moved_at = now - 5.0
+    status = {
+        "phase": "Running",
+        "lastEviction": {"reason": "Consolidated", "time": R.rfc3339(moved_at)},
+        "conditions": [
+            {
+                "type": R.CONSOLIDATED,
+                "status": "True",
+                "lastTransitionTime": R.rfc3339(moved_at),
+            }
+        ],
+    }
+    op.groups = {("ns", "g"): [GroupView(4, status)]}
+    again = await op.reconcile()
+    assert api.patches == [(f"{PodGroup.api_path('ns', 'g')}/status", {"status": {"succeeded": 2}})]
+    assert again == pytest.approx(MOVE_WINDOW - 5.0)
+    assert op.dirty == {("ns", "g")}
+    api.patches.clear()
+    now = moved_at + MOVE_WINDOW + 1.0
+    op.groups = {("ns", "g"): [GroupView(4, {**status, "succeeded": 2})]}
+    assert await op.reconcile() is None
+    assert api.patches == [
+        (f"{PodGroup.api_path('ns', 'g')}/status", {"status": {"phase": "Failed"}})
+    ]
+
+
+async def test_podgroup_pass_finishes_a_moved_group_that_was_placed_again() -> None:
+    """Review s9 R2b: a moved job whose re-created pods were placed (the scheduler emptied
+    lastEviction.movedTo) and then all finished, within the move window. Before, the operator
+    kept it Running (`moving`) for the rest of the window, so enqueue kept its minResources
+    reserved in its queue and newer work waited for quota a finished job held."""
+    api = Api()
+    fake: Any = api
+    now = 1.8e9
+    op = PodGroupOperator(fake, clock=lambda: now)
+    member(op, "g-0", "g", "Succeeded")
+    moved_at = now - 5.0
+    stamp = {
+        "reason": "Consolidated",
+        "time": R.rfc3339(moved_at),
+        "movedTo": [{"node": "n1", "pods": 1}],
+    }
+    cond = {"type": R.CONSOLIDATED, "status": "True", "lastTransitionTime": R.rfc3339(moved_at)}
+    status = {"phase": "Running", "lastEviction": R.placed_again(stamp), "conditions": [cond]}
+    op.groups = {("ns", "g"): [GroupView(1, status)]}
+    assert await op.reconcile() is None
+    assert api.patches == [
+        (
+            f"{PodGroup.api_path('ns', 'g')}/status",
+            {"status": {"phase": "Completed", "succeeded": 1}},
+        )
+    ]
 
 
 async def test_coalescer_runs_once_for_a_burst_of_pokes() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from operators.jobs.coalesced_events import MESSAGE_LIMIT, combine
+from operators.jobs.coalesced_events import MESSAGE_LIMIT, SEPARATOR, combine
 from operators.jobs.reconcile import Event
 
 
@@ -15,14 +15,14 @@ def told(n: int, level: str = "Replica", to: str = "Running", kind: str = "Norma
 
 
 def seqs(events: list[Event]) -> list[int]:
-    return [int(s) for e in events for s in re.findall(r"(?:^|; )#(\d+) ", e.message)]
+    return [int(s) for e in events for s in re.findall(r"(?m)^#(\d+) ", e.message)]
 
 
 def test_a_steps_transitions_are_one_event_named_after_where_the_job_stands() -> None:
     events = [told(6, "Job", "Running"), told(7, "Task", "Running"), told(8)]
     (one,) = combine(events)
     assert (one.type, one.reason) == ("Normal", "JobRunning")
-    assert one.message == "; ".join(e.message for e in events)
+    assert one.message == "\n".join(e.message for e in events)
     assert one.transition
 
 
@@ -46,3 +46,22 @@ def test_one_overlong_transition_is_cut_to_the_cap_not_dropped() -> None:
     out = combine([long, told(2)])
     assert [len(e.message) <= MESSAGE_LIMIT for e in out] == [True, True]
     assert seqs(out) == [1, 2]
+
+
+def test_each_transition_is_one_line_whatever_its_message_holds() -> None:
+    """A reader splits on the separator and gets each transition whole: messages may hold
+    "; " (a waiting gang's explanation) or line breaks (a container's termination message)."""
+    explained = Event(
+        "Normal",
+        "JobPending",
+        "#1 job j: - -> Pending (Unschedulable): no ToR fits; may spread over domains in 30 s",
+        True,
+    )
+    crashed = Event(
+        "Warning", "ReplicaFailed", "#2 pod j-w-0: Running -> Failed: oom\nkilled", True
+    )
+    (one,) = combine([explained, crashed, told(3)])
+    lines = one.message.split(SEPARATOR)
+    assert [line.split(" ", 1)[0] for line in lines] == ["#1", "#2", "#3"]
+    assert lines[0] == explained.message
+    assert lines[1] == "#2 pod j-w-0: Running -> Failed: oom killed"

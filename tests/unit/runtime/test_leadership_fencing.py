@@ -4,7 +4,7 @@ nominating and writing status at the renew deadline."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, cast
 
 from operators.controllers.scheduler_loop import SchedulerOperator
 from operators.controllers.scheduler_status import StatusWriter
@@ -190,3 +190,47 @@ async def test_cycle_applies_nothing_when_the_lease_renewal_is_overdue() -> None
     await op.cycle(app, status)
     await app.drain()
     assert binder.gangs == [["web-1"]]
+
+
+class FlickeringElector:
+    """Leadership that is not valid for a moment (a renewal late) and then is again."""
+
+    is_leader = True
+    term = None
+
+    def __init__(self) -> None:
+        self.ok = False
+
+    def valid(self, now: float | None = None) -> bool:
+        return self.ok
+
+
+async def test_a_status_pass_put_off_while_not_leading_runs_once_leading_again() -> None:
+    """A released status timer asks for a pass over its group once; if leadership is not
+    valid at that moment, the pass must still come when it is again, not at some unrelated
+    event (there may be none)."""
+    op = SchedulerOperator(
+        SchedulerSettings(metrics_port=0, coalesce_seconds=0.0, retry_period_seconds=0.02)
+    )
+    h = Harness()
+    h.cache = op.cache
+    app, _ = applier(h)
+    api: Any = NullApi()
+    status = StatusWriter(api, op.cache, SchedulerMetrics(), 1)
+    elector = FlickeringElector()
+    op.elector = cast(LeaderElector, elector)
+    op._schedule_wanted = False
+    loop = asyncio.create_task(op._loop(app, status))
+    try:
+        op.cache.status_owed(("ns", "g"))  # what a released count timer does
+        await asyncio.sleep(0.1)
+        assert op.cache.dirty_groups == {("ns", "g")}  # put off: not leading
+        elector.ok = True  # the renewal went through; nothing else happens
+        for _ in range(100):
+            if not op.cache.dirty_groups:
+                break
+            await asyncio.sleep(0.01)
+        assert op.cache.dirty_groups == set()  # the pass came
+    finally:
+        loop.cancel()
+        await asyncio.gather(loop, return_exceptions=True)

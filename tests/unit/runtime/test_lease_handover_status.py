@@ -8,13 +8,15 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from operators.controllers.scheduler_status import StatusWriter
+from operators.api.scheduling import Queue
+from operators.controllers.scheduler_status import StatusWriter, _group_status_path
 from operators.runtime import records as R
 from operators.runtime.metrics import SchedulerMetrics
 from operators.scheduler import decisions as D
 from operators.scheduler.session import PoolStatus, QueueStatus, SessionResult
 
 from .factories import node, pod, podgroup
+from .test_apply import applier
 from .test_cache import Harness
 
 
@@ -101,3 +103,61 @@ async def test_writes_cancelled_at_a_lease_loss_are_written_by_the_next_leader()
     write_all(successor, session())
     await successor.drain()
     assert api.sent == stalled.sent
+
+
+class EvictionApi:
+    """Records status writes and evictions in order; Queue status writes never get an answer
+    (a long queue of status writes: the status writer's one slot stays taken)."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, Any]] = []
+
+    async def merge_patch(self, path: str, body: Any) -> dict[str, Any]:
+        self.calls.append((path, body))
+        if Queue.plural in path:
+            await asyncio.Event().wait()
+        return {}
+
+    async def json_patch(self, path: str, ops: Any) -> dict[str, Any]:
+        self.calls.append((path, ops))
+        return {}
+
+    async def post(self, path: str, body: Any, params: Any = None) -> dict[str, Any]:
+        self.calls.append((path, body))
+        return {}
+
+
+async def test_an_eviction_sent_before_a_lease_loss_has_its_last_eviction_in_the_api() -> None:
+    """status.lastEviction records an action (the next leader cannot derive it): it is in the
+    API before the victim's pods are evicted, not queued behind other status writes that a
+    lease loss cancels."""
+    h = cluster()
+    api = EvictionApi()
+    client: Any = api
+    writer = StatusWriter(client, h.cache, SchedulerMetrics(), concurrency=1)
+    app, _ = applier(h)
+    app.client = app.evictor.client = app.events.client = client
+    app.before_evict = writer.stamp_eviction
+    writer.write_queues(session().queues)  # takes the writer's one slot, never answered
+    evict = D.Evict("pg-g", ("uid-g-0", "uid-g-1"), D.EvictReason.PREEMPTED, "room for w")
+    result = SessionResult(decisions=(evict,), explanations={})
+    writer.note_evictions(result.decisions, "t")  # as the cycle does, before applying
+    app.apply(result, 1.0)
+    writer.write_groups(result, 1.0, "t")  # the group's write waits for the slot
+    await app.drain()
+    writer.cancel()  # the lease is lost: the queued status writes go
+    await writer.drain()
+    paths = [path for path, _ in api.calls]
+    assert paths.count(_group_status_path(("ns", "g"))) == 1  # its queued write never went
+    stamp = paths.index(_group_status_path(("ns", "g")))
+    evicted = [i for i, path in enumerate(paths) if path.endswith("/eviction")]
+    assert len(evicted) == 2
+    assert stamp < min(evicted)  # in the API before the pods went
+    assert api.calls[stamp][1] == [
+        {"op": "test", "path": "/metadata/uid", "value": "pg-g"},
+        {
+            "op": "add",
+            "path": "/status/lastEviction",
+            "value": {"reason": "Preempted", "time": "t", "message": "room for w"},
+        },
+    ]

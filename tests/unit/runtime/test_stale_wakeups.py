@@ -4,6 +4,8 @@ check would decide nothing, and a session every safety tick over a full cluster 
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
 from typing import Any
 
@@ -156,3 +158,22 @@ async def test_a_half_bound_gang_whose_rest_waits_is_left_to_the_half_bound_repa
     loop.api.add("pod", pod("g-2", group="g", uid="u2"))
     await loop.settle()
     assert not loop.op._below_minimum_since
+
+
+async def test_a_stream_of_status_changes_does_not_hide_a_passed_grace_deadline() -> None:
+    # Pods of other jobs starting (status changes only) all the time: each wakes the loop before
+    # the 50 ms it waits for a passed deadline are up. The deadline still gets its session.
+    loop = below_minimum(2.0)
+    loop.op._below_minimum_since = {uid: time.time() - 3.0 for uid in loop.op._below_minimum_since}
+    loop.op._schedule_wanted = False  # the last session has run
+    running = asyncio.create_task(loop.op._loop(loop.applier, loop.status))
+    try:
+        until = time.monotonic() + 1.0
+        while not loop.op.cycles and time.monotonic() < until:
+            loop.op._on_change("status")
+            await asyncio.sleep(0)
+    finally:
+        running.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await running
+    assert loop.op.cycles == 1

@@ -695,3 +695,56 @@ def test_a_running_group_shows_only_waits_no_room_solves() -> None:
     room = D.Explanation("g", D.ReasonCode.QUOTA_EXCEEDED, "queue 'a' is at its deserved share")
     by_type = {c["type"]: c for c in desired_conditions(P.RUNNING, room, [], "t")}
     assert by_type["Unschedulable"]["status"] == "False"
+
+
+async def test_a_one_pod_jobs_group_is_written_once_per_phase_nothing_lost() -> None:
+    """A one-pod job's group was written five to eight times by the scheduler under load: at
+    admission, `Admitted` -> `Waiting` (its pod not created yet), `Scheduled` with one pending
+    member, Running, then `running: 1` once kwok ran the pod. Condition reasons and counts
+    alone now wait `count_interval` and go with the next phase change: Inqueue, then Running
+    (with everything held), and nothing after it when the pod ends within the interval. A
+    condition's status flip is not held."""
+    h = Harness()
+    h.group(podgroup("g", min_member=1, status={"phase": "Pending"}))
+    api = StoringApi({"g": {"phase": "Pending"}})
+    fake: Any = api
+    writer = StatusWriter(fake, h.cache, SchedulerMetrics(), concurrency=2, count_interval=0.3)
+    key = ("ns", "g")
+    writes: list[dict[str, Any]] = []
+
+    async def step(now: float, result: SessionResult = _IDLE) -> None:
+        before = dict(api.stored["g"]["status"])
+        writer.write_groups(result, now, "t", only={key})
+        await writer.drain()
+        if api.stored["g"]["status"] != before:
+            writes.append(dict(api.stored["g"]["status"]))
+        h.group(podgroup("g", min_member=1, status=api.stored["g"]["status"]))  # the echo
+
+    def why(code: D.ReasonCode) -> SessionResult:
+        return SessionResult(decisions=(), explanations={"pg-g": D.Explanation("pg-g", code, "")})
+
+    admit = D.SetGroupPhase("pg-g", P.INQUEUE)
+    await step(100.0, SessionResult(decisions=(admit,), explanations={}))
+    assert [w["phase"] for w in writes] == ["Inqueue"]  # at once: the job creates pods now
+    await step(100.1)  # no explanation: `Waiting`, a reason change alone
+    h.pod(pod("g-0", group="g"))
+    await step(100.2, why(D.ReasonCode.SCHEDULED))  # pending 1, `Scheduled`: held too
+    assert len(writes) == 1
+    h.pod(pod("g-0", group="g", node="n1"))
+    await step(100.25)  # bound: Running at once, with what was held
+    assert [(w["phase"], w["pending"]) for w in writes] == [("Inqueue", 0), ("Running", 0)]
+    conditions = {c["type"]: c["status"] for c in writes[-1]["conditions"]}
+    assert conditions["Scheduled"] == "True"
+    h.pod(pod("g-0", group="g", node="n1", phase="Running"))
+    await step(100.3)  # running 1: held
+    h.delete_pod("g-0")  # it succeeded: it leaves the scheduler's watch within the interval
+    await asyncio.sleep(0.4)
+    await step(100.7)
+    assert len(writes) == 2  # the podgroup operator writes Completed from here
+
+    # A status flip is not held: the group's pod is back, waiting, and the queue is full.
+    h.group(podgroup("g", min_member=1, status=api.stored["g"]["status"] | {"phase": "Pending"}))
+    h.pod(pod("g-1", group="g"))
+    await step(200.0, why(D.ReasonCode.NOT_ADMITTED))
+    assert len(writes) == 3
+    assert {c["type"]: c["status"] for c in writes[-1]["conditions"]}["Unschedulable"] == "True"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from operators.api.scheduling import LastEviction
 from operators.controllers.scheduler_phase import GroupCounts, next_phase
 from operators.controllers.scheduler_status import MOVE_WINDOW, StatusWriter
 from operators.runtime import records as R
@@ -75,3 +76,45 @@ async def test_a_moved_groups_recreated_pods_keep_its_admission() -> None:
 async def test_a_preempted_group_or_a_move_past_the_window_is_admitted_again() -> None:
     assert await _evicted_then_recreated(D.EvictReason.PREEMPTED) == "Pending"
     assert await _evicted_then_recreated(D.EvictReason.CONSOLIDATED, MOVE_WINDOW + 1) == "Pending"
+
+
+async def test_the_nodes_a_move_planned_are_written_and_read_back() -> None:
+    """The move's planned nodes (Evict.moved_to) go into status.lastEviction.movedTo, valid
+    against the CRD's model, and come back as PodGroup.consolidated_to, which later sessions
+    hold for the job until it is placed again; a later eviction of another kind drops them."""
+    h = Harness()
+    h.group(podgroup("g", status={"phase": "Running", "running": 1}))
+    h.pod(pod("g-0", group="g", node="n1", phase="Running"))
+    api = StoringApi({"g": {"phase": "Running", "running": 1}})
+    fake: Any = api
+    writer = StatusWriter(fake, h.cache, SchedulerMetrics(), concurrency=2)
+    evict = D.Evict("pg-g", ("uid-g-0",), D.EvictReason.CONSOLIDATED, "why", "pg-big", (("n2", 1),))
+    decisions = (evict, D.SetGroupPhase("pg-g", P.INQUEUE, "Moved"))
+    writer.write_groups(SessionResult(decisions=decisions, explanations={}), T0, R.rfc3339(T0))
+    await writer.drain()
+    status = api.stored["g"]["status"]
+    assert status["lastEviction"]["movedTo"] == [{"node": "n2", "pods": 1}]
+    LastEviction.model_validate(status["lastEviction"])
+    read = R.podgroup(podgroup("g", status=status)).group
+    assert read.consolidated_to == (("n2", 1),)
+    assert read.consolidated_at == T0
+    preempted = {**status["lastEviction"], "reason": D.EvictReason.PREEMPTED.value}
+    assert R.consolidated_to({"lastEviction": preempted}) == ()
+
+
+def test_a_move_is_read_from_its_eviction_stamp_alone() -> None:
+    """A leader that lost its lease right after a move's evictions wrote only the stamp
+    (status.lastEviction, before the evictions), not the ``Consolidated`` condition of the
+    group's later status write. Before, the next leader read no move time: no room held, the
+    job not first in line, movable again. (Review s9 R3.)"""
+    stamp = {
+        "reason": D.EvictReason.CONSOLIDATED.value,
+        "time": R.rfc3339(T0),
+        "message": "moved",
+        "movedTo": [{"node": "n2", "pods": 1}],
+    }
+    read = R.podgroup(podgroup("g", status={"phase": "Running", "lastEviction": stamp})).group
+    assert read.consolidated_to == (("n2", 1),)
+    assert read.consolidated_at == T0
+    preempted = {**stamp, "reason": D.EvictReason.PREEMPTED.value}
+    assert R.consolidated_at({"lastEviction": preempted}) is None

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from operators.controllers.scheduler_status import StatusWriter
+from operators.runtime.client import ApiError
 from operators.runtime.metrics import SchedulerMetrics
 from operators.scheduler import decisions as D
 from operators.scheduler import snapshot as S
@@ -171,3 +172,38 @@ async def test_bookkeeping_of_deleted_groups_is_forgotten_without_a_full_pass() 
     writer.write_session(SessionResult((), {}), 101.0, "t1", h.cache.dirty_groups)
     assert set(writer._sent) <= {f"pg-{names[-1]}"}
     assert set(writer._last_write) == {f"pg-{names[-1]}", "pod/uid-p"}
+
+
+class GonePods:
+    """Every pod status write finds its pod gone (deleted before the write came)."""
+
+    async def strategic_merge_patch(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        raise ApiError(404, {"reason": "NotFound"}, "PATCH", path)
+
+
+async def test_pod_write_times_are_forgotten_on_a_cluster_of_plain_pods_only() -> None:
+    """The write times of waiting plain pods' reasons are swept with the groups' bookkeeping
+    (amortized over session passes): with no PodGroup at all, that sweep must come too, or a
+    churn of short-lived plain pods grows the writer without bound."""
+    h = Harness()
+    names = [f"p{i}" for i in range(300)]
+    for n in names:
+        h.pod(pod(n))
+    fake: Any = GonePods()
+    writer = StatusWriter(fake, h.cache, SchedulerMetrics(), concurrency=8)
+    waiting = SessionResult(
+        (),
+        {
+            f"pod:uid-{n}": D.Explanation(f"pod:uid-{n}", D.ReasonCode.UNSCHEDULABLE, "no fit")
+            for n in names
+        },
+    )
+    writer.write_session(waiting, 100.0, "t0", set())
+    assert len(writer.write_pod_reasons(waiting, 100.0, "t0")) == 300
+    await writer.drain()
+    for n in names:
+        h.delete_pod(n)
+    for t in (101.0, 102.0):
+        writer.write_session(SessionResult((), {}), t, "t", set())
+        writer.write_pod_reasons(SessionResult((), {}), t, "t")
+    assert [k for k in writer._last_write if k.startswith("pod/")] == []

@@ -47,16 +47,21 @@ def advance(
                 tasks[t.uid] = dataclasses.replace(
                     t, status=TaskStatus.PENDING, node=None, gpu_ids=(), nominated_node=None
                 )
+    evicted = {d.group for d in result.decisions if isinstance(d, Evict)}
     for d in result.decisions:
         if isinstance(d, Bind):
             tasks[d.task] = dataclasses.replace(
                 tasks[d.task], status=TaskStatus.BOUND, node=d.node, gpu_ids=d.gpu_ids
             )
+            if d.group not in evicted:  # placed again: the runtime ends its move (placed_again)
+                groups[d.group] = dataclasses.replace(groups[d.group], consolidated_to=())
         elif isinstance(d, Nominate):
             tasks[d.task] = dataclasses.replace(tasks[d.task], nominated_node=d.node)
         elif isinstance(d, Evict):
             if d.reason is EvictReason.CONSOLIDATED:  # the runtime's `Consolidated` condition
-                groups[d.group] = dataclasses.replace(groups[d.group], consolidated_at=now)
+                groups[d.group] = dataclasses.replace(
+                    groups[d.group], consolidated_at=now, consolidated_to=d.moved_to
+                )
             for uid in d.tasks:
                 if releasing:
                     tasks[uid] = dataclasses.replace(tasks[uid], status=TaskStatus.RELEASING)

@@ -153,3 +153,32 @@ def test_a_moved_job_whose_pods_are_gone_keeps_its_quota_whatever_its_phase() ->
         assert not binds(result)
     past = run_session(snap(GroupPhase.RUNNING, moved_at=0.0))
     assert {b.group for b in binds(past)} == {"late"}
+
+
+def test_a_moved_job_takes_no_reservation_slot_from_a_gang_waiting_for_admission() -> None:
+    """``a`` (moved 5 s ago, Inqueue, minimum 8 GPUs) waits for its pods while only 4 GPUs are
+    idle; gang ``wide`` (two 4-GPU pods) does not fit the idle room but fits the pool once
+    drained, so enqueue admits it past the idle room to reserve nodes for it (one such gang
+    per pool, ``max_reservations``). Before, ``a`` filled that slot and ``wide`` stayed
+    Pending; a moved job's room is held by its move, it needs no reservation."""
+
+    def snap(moved_at: float | None) -> Snapshot:
+        return Snapshot(
+            now=1000.0,
+            nodes=(node("n0", cpu=32, gpus=8), node("n1", cpu=32, gpus=8)),
+            groups=(
+                group(
+                    "a", phase=GroupPhase.INQUEUE, min_resources={GPU: 8}, consolidated_at=moved_at
+                ),
+                group("b", phase=GroupPhase.RUNNING, created=2.0),
+                group("wide", min_member=2, phase=GroupPhase.PENDING, created=5.0),
+            ),
+            tasks=(
+                *tasks("b", 1, gpus=8, on=["n0"], gpu_ids=tuple(range(8))),
+                *tasks("b", 1, gpus=4, on=["n1"], gpu_ids=(0, 1, 2, 3), start=1),
+                *tasks("wide", 2, gpus=4),
+            ),
+        )
+
+    assert _phases(run_session(snap(moved_at=995.0)))["wide"][0] is GroupPhase.INQUEUE
+    assert "wide" not in _phases(run_session(snap(moved_at=None)))

@@ -23,6 +23,11 @@ if TYPE_CHECKING:
     from operators.scheduler.framework import CardPicker
     from operators.scheduler.state import SessionState, TaskInfo
 
+# The FGD paper's fragment measure (the default before the CPU reach and scarcity were on).
+PAPERS_MEASURE = SessionConfig(
+    fragmentation_cpu_reach=0.0, fragmentation_levels=100, fragmentation_scarcity=0.0
+)
+
 
 def _cluster(*pending: tuple[str, int]) -> Snapshot:
     """Node a: card 0 has 300 milli used (700 free); node b: card 0 has 600 used (400 free)."""
@@ -173,14 +178,12 @@ def test_the_idle_gpu_tie_break_never_outweighs_a_stranded_gpu() -> None:
 def test_a_cpu_only_pod_keeps_off_a_node_whose_cores_would_run_out_before_its_cards() -> None:
     # On "tight" two 3-core GPU pods fit (7 cores, 2 cards) and after the 2-core CPU pod one
     # still fits, so the paper's measure ties and the idle-GPU tie-break picks "tight" (2 idle
-    # cards, not 4): its second card is then stranded. The CPU reach sees the lost core.
+    # cards, not 4): its second card is then stranded. The CPU reach (0.5 by default) sees
+    # the lost core.
     snap = _cpu_pod_first(
         node("tight", cpu=7, gpus=2), node("roomy", cpu=24, gpus=4), gpu_pods=6, gpu_pod_cpu=3
     )
-    placed = {
-        b.group: b.node
-        for b in binds(run_session(snap, SessionConfig(fragmentation_cpu_reach=0.5)))
-    }
+    placed = {b.group: b.node for b in binds(run_session(snap, SessionConfig()))}
     assert placed["cpu"] == "roomy"
     assert len(placed) == 7  # every GPU pod found a card and its cores
 
@@ -190,10 +193,7 @@ def test_without_the_cpu_reach_the_cpu_only_pod_strands_a_card() -> None:
     snap = _cpu_pod_first(
         node("tight", cpu=7, gpus=2), node("roomy", cpu=24, gpus=4), gpu_pods=6, gpu_pod_cpu=3
     )
-    placed = {
-        b.group: b.node
-        for b in binds(run_session(snap, SessionConfig(fragmentation_cpu_reach=0.0)))
-    }
+    placed = {b.group: b.node for b in binds(run_session(snap, PAPERS_MEASURE))}
     assert placed["cpu"] == "tight"
     assert len(placed) == 6
 
@@ -286,17 +286,20 @@ def test_a_small_pod_keeps_off_the_only_node_a_large_pod_fits() -> None:
     # can use (750). Scarcity adds what the large pod needs of the few nodes it fits (all of
     # wide's GPU, which is 20% of the cluster's: 0.8), so "wide" costs more than "std".
     snap = _wide_node_needed()
-    reach = SessionConfig(fragmentation_cpu_reach=1.0, fragmentation_levels=20)
+    reach = dataclasses.replace(
+        PAPERS_MEASURE, fragmentation_cpu_reach=1.0, fragmentation_levels=20
+    )
     for scarce in (
         dataclasses.replace(reach, fragmentation_scarcity=0.5),
-        SessionConfig(fragmentation_scarcity=0.5),
+        dataclasses.replace(PAPERS_MEASURE, fragmentation_scarcity=0.5),
+        SessionConfig(),  # the default: reach 0.5, levels 20, scarcity 0.5
     ):
         placed = {b.group: b.node for b in binds(run_session(snap, scarce))}
         assert placed["small"] == "std"
         assert placed["large"] == "wide"
-    # Without it - the CPU reach alone, and the paper's measure (the default) - the small pod
-    # takes "wide" and the large pod finds no node.
-    for old in (reach, SessionConfig()):
+    # Without it - the CPU reach alone, and the paper's measure - the small pod takes "wide"
+    # and the large pod finds no node.
+    for old in (reach, PAPERS_MEASURE):
         placed = {b.group: b.node for b in binds(run_session(snap, old))}
         assert placed["small"] == "wide"
         assert "large" not in placed

@@ -15,6 +15,7 @@ from operators.simulator.consolidation import (
     table,
 )
 from operators.simulator.openb import TraceNode, TracePod
+from operators.simulator.quality import FRAGMENTATION_KEY, default_knobs
 
 NODES = (TraceNode("n0", 32_000, 65_536, 2, "A"), TraceNode("n1", 32_000, 65_536, 2, "B"))
 CAPACITY = 4 * 1000
@@ -70,6 +71,7 @@ def _row(seed: int, on: bool, unallocated: float, moves: int, search: str | None
     row |= {"batch": 10, "warmup": 0.8}
     row |= {"unallocated": unallocated, "failed": 3, "moves": moves, "moved_gpus": float(moves)}
     row |= {"lost": 0, "sessions": 5, "seconds": 1.0}
+    row[FRAGMENTATION_KEY] = list(default_knobs())
     if on:
         row["search"] = search or search_version()
     return json.dumps(row)
@@ -100,3 +102,17 @@ def test_an_on_row_counts_only_for_the_search_that_made_it() -> None:
     assert cache_key(off, version) == ("default", 42, False, 10, 0.8)
     assert cache_key(on, version) == ("default", 42, True, 10, 0.8)
     assert cache_key(stale, version) is None
+
+
+def test_a_row_of_another_fragment_measure_than_the_default_is_stale() -> None:
+    """Rows are keyed without the placement's knobs, which follow the core's defaults: a row
+    run with other knobs, or one from before they were recorded (the paper's measure was the
+    default then), must run again rather than share a mean with today's default."""
+    version = search_version()
+    for on in (False, True):
+        row = json.loads(_row(42, on, 5.0, 0))
+        assert cache_key(row, version) is not None
+        del row[FRAGMENTATION_KEY]
+        assert cache_key(row, version) is None
+        row[FRAGMENTATION_KEY] = [0.0, 100, 0.0]
+        assert cache_key(row, version) is None
