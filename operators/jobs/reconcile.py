@@ -334,16 +334,18 @@ class _Step:
                         found.append(JobEvent(E.POD_PENDING, p.task, p))
                     else:
                         wake = min(wake or due - self.now, due - self.now)
+        for p in self.current:
+            if p.deleting and p.evicted and p.uid not in self.obs.deleting:
+                # Seen on its way out (the Running -> Evicted transition is told now): its
+                # reason is told with it, not when it is gone (then nothing changes).
+                self.replica_notes[p.name] = (R.EVICTED, self._eviction_reason(p))
         for g in self.obs.gone:
             if g.version < self.version:
                 continue
-            shape = job.task(g.task)
-            if job.elastic and shape is not None and g.index >= shape.min_available:
-                # The scheduler gave back an elastic surplus replica: a shrink, not a failure.
-                self.replica_notes[g.name] = (R.EVICTED, "Shrunk")
-                continue
-            self.replica_notes[g.name] = (R.EVICTED, "Evicted")
-            found.append(JobEvent(E.POD_EVICTED, g.task, g))
+            reason = self._eviction_reason(g)
+            self.replica_notes[g.name] = (R.EVICTED, reason)
+            if reason == "Evicted":
+                found.append(JobEvent(E.POD_EVICTED, g.task, g))
         for name, phase in task_phases.items():
             before = memory.tasks.get(name)
             if phase == T.COMPLETED and before != T.COMPLETED:
@@ -354,6 +356,14 @@ class _Step:
         if group is not None and group.phase == "Unknown" and memory.group_phase != "Unknown":
             found.append(JobEvent(E.UNKNOWN))
         return found, wake
+
+    def _eviction_reason(self, pod: PodObs) -> str:
+        """Why a replica someone else removed went: an elastic job's replica above its task's
+        minimum was given back by the scheduler (a shrink, not a failure)."""
+        shape = self.job.task(pod.task)
+        if self.job.elastic and shape is not None and pod.index >= shape.min_available:
+            return "Shrunk"
+        return "Evicted"
 
     def _still_holds(self, d: Delayed, task_phases: Mapping[str, T]) -> PodObs | bool:
         """Whether the situation a delayed action waits on still holds (the pod, if it has one)."""

@@ -249,6 +249,33 @@ def test_elastic_hybridjob_group_spec_and_shrink_is_not_a_failure() -> None:
     assert sim.memory.retry_count == 1
 
 
+def test_a_shrink_seen_terminating_is_told_as_shrunk() -> None:
+    """A step may see the evicted replica on its way out (deleting, DisruptionTarget) before it
+    is gone: the Running -> Evicted transition is told then, so its reason must go with it
+    (before, it was told without one and `Shrunk` was never told; and an eviction inside the
+    gang minimum was told without `Evicted`)."""
+    sim = Sim(
+        hybridjob(
+            replicaSpecs={
+                "Worker": {"minReplicas": 2, "maxReplicas": 4, "template": template()},
+            },
+        )
+    )
+    sim.admit()
+    sim.run_all()
+    sim.step()
+    for name in ("h-worker-3", "h-worker-1"):
+        sim.pods[name] = replace(sim.pods[name], deleting=True, evicted=True)
+    plan = sim.step()
+    moves = {t.name: (t.to, t.reason) for t in plan.transitions if t.level.value == "Replica"}
+    assert moves["h-worker-3"] == ("Evicted", "Shrunk")
+    assert moves["h-worker-1"] == ("Evicted", "Evicted")
+    sim.evict("h-worker-3")
+    plan = sim.step()
+    assert sim.memory.retry_count == 0
+    assert [t for t in plan.transitions if t.name == "h-worker-3" and t.to == "Evicted"] == []
+
+
 def test_dependency_cycle_is_a_condition_not_a_crash() -> None:
     sim = two_tasks()
     # Admission refuses cycles; an object that got past it (older CRD) still must not crash.
