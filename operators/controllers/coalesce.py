@@ -10,7 +10,6 @@ more often than once per `interval`.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Hashable
@@ -19,6 +18,7 @@ from typing import Any, Generic, TypeVar
 import kopf
 
 from operators.runtime.operator_metrics import OperatorMetrics
+from operators.runtime.wake import woken
 
 log = logging.getLogger(__name__)
 
@@ -87,8 +87,7 @@ class Coalescer:
             if self.metrics is not None:
                 self.metrics.reconciled(time.monotonic() - started, ok)
             self.passes += 1
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), self.interval)
+            await woken(stop, self.interval)
 
 
 async def _first_of(event: asyncio.Event, stop: asyncio.Event, limit: float | None) -> None:

@@ -52,6 +52,7 @@ from operators.runtime.informer import Informer, WatchedKind
 from operators.runtime.metrics import EventsMetrics
 from operators.runtime.settings import parse_settings
 from operators.runtime.sinks import SinkConfigError, SinkTarget, post_event, resolve
+from operators.runtime.wake import woken
 
 log = logging.getLogger(__name__)
 
@@ -510,8 +511,7 @@ class EventsController:
 
     async def flusher(self) -> None:
         while not self.stopping.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.flush_wake.wait(), timeout=5.0)
+            await woken(self.flush_wake, 5.0)
             self.flush_wake.clear()
             await asyncio.sleep(self.settings.flush_seconds)
             await self.flush()

@@ -28,7 +28,6 @@ How it runs at scale (no handler writes to Pods, nothing persists per event):
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import heapq
 import itertools
@@ -67,6 +66,7 @@ from operators.jobs.tables import TERMINAL
 from operators.runtime.events import EventRecorder
 from operators.runtime.informer import Informer, WatchedKind
 from operators.runtime.informer import Key as PodKey
+from operators.runtime.wake import woken
 
 log = logging.getLogger(__name__)
 
@@ -400,8 +400,7 @@ class JobsController:
                     waits += [t for k in waiting if (t := self.not_before.get(k, 0.0)) > now]
             timeout = max(0.05, min(waits) - now) if waits else None
             self.wake.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.wake.wait(), timeout)
+            await woken(self.wake, timeout)
 
     async def stop(self) -> None:
         # Reconciles still running would tell transitions after the flush below: let them end

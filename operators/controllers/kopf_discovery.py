@@ -15,7 +15,6 @@ kopf's scanner builds them), so "resolved" here means what it means to kopf.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Collection, Iterable
 from typing import Any, Protocol
@@ -25,6 +24,7 @@ import kopf
 from kopf._cogs.structs.references import Insights, Resource, Selector
 
 from operators.runtime.client import ApiError
+from operators.runtime.wake import woken
 
 log = logging.getLogger(__name__)
 
@@ -145,8 +145,7 @@ async def wait_until_discovered(
             ", ".join(sorted(str(s) for s in missing)),
             "; ".join(errors) or "not listed by discovery",
         )
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), timeout=delay)
+        await woken(stop, delay)
         delay = min(delay * 2, max_delay)
     return False
 

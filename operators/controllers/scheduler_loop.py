@@ -33,6 +33,7 @@ from operators.runtime.leader import LeaderElector, LeaseConfig
 from operators.runtime.metrics import SchedulerMetrics
 from operators.runtime.settings import SchedulerSettings
 from operators.runtime.usage import UsageBook
+from operators.runtime.wake import woken
 from operators.scheduler import SessionConfig, SessionMemo, SessionResult, run_session
 from operators.scheduler import decisions as D
 from operators.scheduler import snapshot as S
@@ -371,12 +372,7 @@ class SchedulerOperator:
             timeout = self._next_deadline(waited_from)
             if self._put_off:
                 timeout = min(timeout, self.settings.retry_period_seconds)
-            woke = False
-            try:
-                await asyncio.wait_for(self._wake.wait(), timeout)
-                woke = True
-            except TimeoutError:
-                pass
+            woke = await woken(self._wake, timeout)
             if woke:
                 await asyncio.sleep(self._coalesce_delay())
             self._wake.clear()
