@@ -81,6 +81,71 @@ class _Sent:
     confirmed: bool = False
 
 
+_NO_MARK = object()  # write_groups: the session changed no delayed-preemption mark of the group
+
+
+@dataclasses.dataclass(frozen=True)
+class _Pass:
+    """What one status pass knows from its session, besides the cache."""
+
+    result: SessionResult
+    now: float
+    now_text: str
+    decided: dict[str, S.GroupPhase]  # group uid -> phase the session decided
+    preemption: dict[str, dict[str, Any] | None]  # group uid -> new status.preemption
+    moved: dict[str, str]  # group uid -> message of its consolidation move
+    placed: set[str]  # group uids the session bound pods of
+
+
+def desired_group_status(
+    rec: R.GroupRecord,
+    old: Mapping[str, Any],
+    counts: GroupCounts,
+    phase: S.GroupPhase,
+    mark: Any,
+    evicted: Mapping[str, Any] | None,
+    *,
+    placed_again: bool,
+    explanation: D.Explanation | None,
+    now_text: str,
+    missing_pool: str,
+    moved_message: str,
+) -> dict[str, Any]:
+    """The status fields the scheduler owns of one group, from the status as written (`old`),
+    its counts and phase, this session's delayed-preemption mark (`_NO_MARK`: none changed),
+    eviction stamp and explanation. `placed_again`: the group is bound again after a move."""
+    desired: dict[str, Any] = {
+        "phase": phase.value,
+        "running": counts.running,
+        "pending": counts.pending,
+        "observedGeneration": rec.generation,
+    }
+    if mark is not _NO_MARK:
+        desired["preemption"] = mark
+    elif (
+        phase is S.GroupPhase.RUNNING
+        and old.get("preemption")
+        and (old["preemption"].get("role") == S.PreemptionRole.PRIVILEGED.value)
+    ):
+        desired["preemption"] = None  # the preemptor got its room
+    else:
+        desired["preemption"] = old.get("preemption")
+    if evicted is not None or old.get("lastEviction"):
+        desired["lastEviction"] = evicted or old["lastEviction"]
+        if evicted is None and R.consolidated_to(old) and placed_again:
+            desired["lastEviction"] = R.placed_again(old["lastEviction"])
+    desired["conditions"] = desired_conditions(
+        phase,
+        explanation,
+        old.get("conditions") or (),
+        now_text,
+        desired["preemption"],
+        missing_pool,
+        moved_message,
+    )
+    return desired
+
+
 def count_members(cache: SchedulerCache, group_uid: str) -> GroupCounts:
     """Leaving pods are no members (Volcano does not count Releasing tasks as allocated either):
     a restarted job's group, set back to Pending by the jobs operator, must not be read as
@@ -231,9 +296,6 @@ def _comparable(status: Mapping[str, Any]) -> Any:
     )
 
 
-_NO_MARK = object()  # write_groups: the session changed no delayed-preemption mark of the group
-
-
 def _coalescible(desired: Mapping[str, Any], held: Mapping[str, Any]) -> bool:
     """Whether `desired` differs from `held` only in the member counts and in condition reasons
     (each condition's status the same): a change that may wait `count_interval`. A one-pod
@@ -344,6 +406,7 @@ class StatusWriter:
         self._session_explanations: Mapping[str, D.Explanation] | None = None
         self._session_pools: frozenset[str] = frozenset()
         self._failed: set[str] = set()  # group uids whose last status write failed
+        self._broken: dict[str, str] = {}  # group uid -> why its status could not be built
 
     def _spawn(
         self,
@@ -520,18 +583,23 @@ class StatusWriter:
         now_text: str,
         only: set[tuple[str, str]] | None,
     ) -> int:
-        decided: dict[str, S.GroupPhase] = {
-            d.group: d.phase for d in result.decisions if isinstance(d, D.SetGroupPhase)
-        }
-        preemption = self.preemption_updates(result.decisions, now)
-        moved = {
-            d.group: d.message
-            for d in result.decisions
-            if isinstance(d, D.Evict) and d.reason is D.EvictReason.CONSOLIDATED
-        }
-        # Groups the session placed: a moved one among them is placed again, its move is over.
-        placed = {d.group for d in result.decisions if isinstance(d, D.Bind)}
-        self.note_evictions(result.decisions, now_text)
+        decisions = result.decisions
+        preemption = self.preemption_updates(decisions, now)
+        ctx = _Pass(
+            result,
+            now,
+            now_text,
+            decided={d.group: d.phase for d in decisions if isinstance(d, D.SetGroupPhase)},
+            preemption=preemption,
+            moved={
+                d.group: d.message
+                for d in decisions
+                if isinstance(d, D.Evict) and d.reason is D.EvictReason.CONSOLIDATED
+            },
+            # Groups the session placed: a moved one among them is placed again, its move is over.
+            placed={d.group for d in decisions if isinstance(d, D.Bind)},
+        )
+        self.note_evictions(decisions, now_text)
         evicted_keys: set[tuple[str, str]] = set()
         for uid in list(self._evictions):
             grp_rec = self.cache.group_record(uid)
@@ -539,118 +607,123 @@ class StatusWriter:
                 del self._evictions[uid]
             else:
                 evicted_keys.add((grp_rec.namespace, grp_rec.name))
-        written = 0
         if only is None:
             items = list(self.cache.groups.items())
             self._forget_gone()
         else:
             # The groups the result decides something for are visited whatever `only` says.
-            keys = set(only) | evicted_keys | self._keys_of([*decided, *preemption, *placed])
+            keys = (
+                set(only) | evicted_keys | self._keys_of([*ctx.decided, *preemption, *ctx.placed])
+            )
             items = [(k, self.cache.groups[k]) for k in keys if k in self.cache.groups]
+        written = 0
         for key, rec in items:
-            grp = rec.group
-            if grp.phase in FINISHED_PHASES:
-                continue
-            if rec.uid in self._in_flight:
-                self._owed[rec.uid] = key
-                continue
-            counts = count_members(self.cache, rec.uid)
-            evicted = self._evictions[rec.uid][1] if rec.uid in self._evictions else None
-            missing_pool = "" if self._pool_exists(grp.pool) else grp.pool
-            sent = self._sent.get(rec.uid)
-            # Everything the desired status is made of besides the record itself; when all of
-            # it and the record are what the last pass found already written, the group is
-            # skipped without building its status (a full pass over 16,000 unchanged groups
-            # held the event loop for about a second per session).
-            basis = (
-                counts,
-                decided.get(rec.uid),
-                preemption.get(rec.uid, _NO_MARK),
-                result.explanations.get(rec.uid),
-                missing_pool,
-                None if sent is None else (sent.values, sent.confirmed),
-            )
-            seen = self._unchanged.get(rec.uid)
-            if (
-                seen
-                and seen[0] is rec
-                and seen[1] == basis
-                and not evicted
-                and rec.uid not in moved
-                and rec.uid not in placed
-            ):
-                continue
-            self._unchanged.pop(rec.uid, None)
-            old = self._as_written(rec.uid, rec.status)
-            phase = next_phase(
-                grp.phase, decided.get(rec.uid), grp.min_member, counts, _moved(old, evicted, now)
-            )
-            desired: dict[str, Any] = {
-                "phase": phase.value,
-                "running": counts.running,
-                "pending": counts.pending,
-                "observedGeneration": rec.generation,
-            }
-            if rec.uid in preemption:
-                desired["preemption"] = preemption[rec.uid]
-            elif (
-                phase is S.GroupPhase.RUNNING
-                and old.get("preemption")
-                and (old["preemption"].get("role") == S.PreemptionRole.PRIVILEGED.value)
-            ):
-                desired["preemption"] = None  # the preemptor got its room
+            try:
+                written += self._write_group(key, rec, ctx)
+            except Exception as err:
+                # One group whose status cannot be built or told (a bug meeting odd input, an
+                # Event recorder that broke) must not stop every other group's: it is left to
+                # the next pass (nothing else may visit it again), told once per kind of failure.
+                self.cache.dirty_groups.add(key)
+                told = f"{type(err).__name__}: {err}"
+                if self._broken.get(rec.uid) != told:
+                    self._broken[rec.uid] = told
+                    log.exception("status of PodGroup %s/%s not written", *key)
             else:
-                desired["preemption"] = old.get("preemption")
-            if evicted is not None or old.get("lastEviction"):
-                desired["lastEviction"] = evicted or old["lastEviction"]
-                if (
-                    evicted is None
-                    and R.consolidated_to(old)
-                    and (rec.uid in placed or self._placed_again(key, old))
-                ):
-                    desired["lastEviction"] = R.placed_again(old["lastEviction"])
-            desired["conditions"] = desired_conditions(
-                phase,
-                result.explanations.get(rec.uid),
-                old.get("conditions") or (),
-                now_text,
-                desired["preemption"],
-                missing_pool,
-                moved.get(rec.uid, ""),
-            )
-            # Until the API confirms our last write, compare with the watch: a write that failed
-            # or lost its answer is sent again unless the watch shows it arrived.
-            held = old if sent is None or sent.confirmed else rec.status
-            # The end of a move goes out at once (and again until the watch shows it).
-            released = bool(R.consolidated_to(held)) and not R.consolidated_to(desired)
-            if rec.uid not in moved and not evicted and not released:
-                if _comparable(desired) == _comparable(held):
-                    self._counts_since.pop(rec.uid, None)
-                    if _messages(desired) == _messages(held):
-                        self._unchanged[rec.uid] = (rec, basis)
-                        continue
-                    if self._hold(rec.uid, key, now, self._message_interval):
-                        continue
-                elif _coalescible(desired, held) and self._hold_counts(rec.uid, key, now):
-                    continue
-            self._last_write[rec.uid] = now
-            self._counts_since.pop(rec.uid, None)
-            if (timer := self._held.pop(rec.uid, None)) is not None:
-                timer.cancel()
-            self._sent[rec.uid] = _Sent({f: desired[f] for f in SOLE_FIELDS if f in desired})
-            self.cache.expect_group_status(rec.uid, desired)
-            body = dict(desired)
-            if desired["phase"] == old.get("phase"):
-                # A phase we do not change is not re-sent: the podgroup operator may have just
-                # written Completed/Failed, which our view has not caught up with yet.
-                del body["phase"]
-            done = None if evicted is None else functools.partial(self._stamped, rec.uid, evicted)
-            retry = functools.partial(self._failed.add, rec.uid)
-            self._spawn(rec.uid, _group_status_path(key), {"status": body}, done, on_failure=retry)
-            written += 1
-            if missing_pool and self._warn is not None and not _has_true(old, "PoolFallback"):
-                self._warn(rec.uid, POOL_NOT_FOUND, pool_fallback_message(missing_pool))
+                self._broken.pop(rec.uid, None)
         return written
+
+    def _write_group(self, key: tuple[str, str], rec: R.GroupRecord, ctx: _Pass) -> int:
+        """Write one group's status if it differs from what the API holds (or hold the change
+        back, `_hold`/`_hold_counts`); 1 if a write went out."""
+        grp = rec.group
+        if grp.phase in FINISHED_PHASES:
+            return 0
+        if rec.uid in self._in_flight:
+            self._owed[rec.uid] = key
+            return 0
+        counts = count_members(self.cache, rec.uid)
+        evicted = self._evictions[rec.uid][1] if rec.uid in self._evictions else None
+        missing_pool = "" if self._pool_exists(grp.pool) else grp.pool
+        sent = self._sent.get(rec.uid)
+        explanation = ctx.result.explanations.get(rec.uid)
+        # Everything the desired status is made of besides the record itself; when all of
+        # it and the record are what the last pass found already written, the group is
+        # skipped without building its status (a full pass over 16,000 unchanged groups
+        # held the event loop for about a second per session).
+        basis = (
+            counts,
+            ctx.decided.get(rec.uid),
+            ctx.preemption.get(rec.uid, _NO_MARK),
+            explanation,
+            missing_pool,
+            None if sent is None else (sent.values, sent.confirmed),
+        )
+        seen = self._unchanged.get(rec.uid)
+        moved = rec.uid in ctx.moved
+        if (
+            seen
+            and seen[0] is rec
+            and seen[1] == basis
+            and not evicted
+            and not moved
+            and rec.uid not in ctx.placed
+        ):
+            return 0
+        self._unchanged.pop(rec.uid, None)
+        old = self._as_written(rec.uid, rec.status)
+        desired = desired_group_status(
+            rec,
+            old,
+            counts,
+            next_phase(
+                grp.phase,
+                ctx.decided.get(rec.uid),
+                grp.min_member,
+                counts,
+                _moved(old, evicted, ctx.now),
+            ),
+            ctx.preemption.get(rec.uid, _NO_MARK),
+            evicted,
+            placed_again=bool(R.consolidated_to(old))
+            and (rec.uid in ctx.placed or self._placed_again(key, old)),
+            explanation=explanation,
+            now_text=ctx.now_text,
+            missing_pool=missing_pool,
+            moved_message=ctx.moved.get(rec.uid, ""),
+        )
+        # Until the API confirms our last write, compare with the watch: a write that failed
+        # or lost its answer is sent again unless the watch shows it arrived.
+        held = old if sent is None or sent.confirmed else rec.status
+        # The end of a move goes out at once (and again until the watch shows it).
+        released = bool(R.consolidated_to(held)) and not R.consolidated_to(desired)
+        if not moved and not evicted and not released:
+            if _comparable(desired) == _comparable(held):
+                self._counts_since.pop(rec.uid, None)
+                if _messages(desired) == _messages(held):
+                    self._unchanged[rec.uid] = (rec, basis)
+                    return 0
+                if self._hold(rec.uid, key, ctx.now, self._message_interval):
+                    return 0
+            elif _coalescible(desired, held) and self._hold_counts(rec.uid, key, ctx.now):
+                return 0
+        self._last_write[rec.uid] = ctx.now
+        self._counts_since.pop(rec.uid, None)
+        if (timer := self._held.pop(rec.uid, None)) is not None:
+            timer.cancel()
+        self._sent[rec.uid] = _Sent({f: desired[f] for f in SOLE_FIELDS if f in desired})
+        self.cache.expect_group_status(rec.uid, desired)
+        body = dict(desired)
+        if desired["phase"] == old.get("phase"):
+            # A phase we do not change is not re-sent: the podgroup operator may have just
+            # written Completed/Failed, which our view has not caught up with yet.
+            del body["phase"]
+        done = None if evicted is None else functools.partial(self._stamped, rec.uid, evicted)
+        retry = functools.partial(self._failed.add, rec.uid)
+        self._spawn(rec.uid, _group_status_path(key), {"status": body}, done, on_failure=retry)
+        if missing_pool and self._warn is not None and not _has_true(old, "PoolFallback"):
+            self._warn(rec.uid, POOL_NOT_FOUND, pool_fallback_message(missing_pool))
+        return 1
 
     def write_session(
         self, result: SessionResult, now: float, now_text: str, dirty: set[tuple[str, str]]
@@ -710,7 +783,7 @@ class StatusWriter:
             k for k in self._last_write if (k[4:] not in pods if k[:4] == "pod/" else k not in live)
         ]:
             del self._last_write[key]
-        for table in (self._sent, self._unchanged, self._counts_since):
+        for table in (self._sent, self._unchanged, self._counts_since, self._broken):
             for uid in [u for u in table if u not in live]:
                 del table[uid]
 

@@ -1,6 +1,8 @@
-"""A status pass that fails part way (an exception, not a refused write) loses nothing: the
-groups it was to visit (dirty, explained anew, or whose last write failed) are visited by the
-next pass, and a failing pass between sessions does not end the scheduler's loop."""
+"""A status pass that fails part way (an exception, not a refused write) loses nothing: a group
+whose status cannot be built or told is skipped and visited by the next pass, the others are
+written; a pass that raises before its groups leaves them (dirty, explained anew, or whose last
+write failed) to the next pass; and a failing pass between sessions does not end the scheduler's
+loop."""
 
 from __future__ import annotations
 
@@ -81,15 +83,16 @@ async def test_a_session_pass_that_raises_leaves_its_groups_to_the_next_pass() -
     assert _reason(api, "dirty") == "QuotaExceeded"
     assert "conditions" not in api.stored["failed"]["status"]  # its write failed: owed
 
-    # The next session: `dirty` got a member, `explained` a new reason; the pass raises at
-    # the first group it writes (after starting that write), before it visits the others.
+    # The next session: `dirty` got a member, `explained` a new reason; telling the first
+    # group it writes raises (after starting that write): the others are visited all the same.
     h.pod(pod("dirty-1", group="dirty"))
     warn.failing = True
     second = {"dirty": QUOTA, "explained": ROOM, "failed": QUOTA}
     dirty, h.cache.dirty_groups = h.cache.dirty_groups, set()
-    with pytest.raises(RuntimeError):
-        writer.write_session(explained(second), 101.0, "t1", dirty)
+    writer.write_session(explained(second), 101.0, "t1", dirty)
     await writer.drain()
+    assert not warn.failing
+    assert len(h.cache.dirty_groups) == 1  # the group whose telling raised: the next pass's
 
     # The session after it explains everything the same way and changed nothing.
     dirty, h.cache.dirty_groups = h.cache.dirty_groups, set()
@@ -178,15 +181,43 @@ async def test_a_full_pass_that_raises_gives_its_dirty_groups_back_for_the_passe
     pass is a full one again, and the dirty groups it was handed go back for the status passes
     between sessions (a quiet cluster may run no session for long)."""
     names = ("a", "b")
-    h, api, warn, writer = _pending(names)
-    warn.failing = True
+    h, api, _, writer = _pending(names)
     result = explained(dict.fromkeys(names, QUOTA))
     dirty, h.cache.dirty_groups = h.cache.dirty_groups, set()
-    with pytest.raises(RuntimeError):
-        writer.write_session(result, 100.0, "t0", dirty)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(writer, "_forget_gone", lambda: _raise(RuntimeError("bookkeeping broke")))
+        with pytest.raises(RuntimeError):
+            writer.write_session(result, 100.0, "t0", dirty)
     await writer.drain()
     # A status pass between sessions (pod events only), as the loop runs it.
     dirty, h.cache.dirty_groups = h.cache.dirty_groups, set()
     writer.write_groups(SessionResult((), result.explanations), 101.0, "t1", only=dirty)
     await writer.drain()
     assert [_reason(api, n) for n in names] == ["QuotaExceeded", "QuotaExceeded"]
+
+
+def _raise(err: Exception) -> None:
+    raise err
+
+
+async def test_a_group_whose_status_cannot_be_built_does_not_stop_the_others(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A status the scheduler cannot read (`preemption` not an object: a bug, or an edit that
+    got past the schema) fails that group's status alone, told once, however many passes."""
+    h = Harness()
+    api = Refusing({n: {"phase": "Pending"} for n in ("bad", "good")})
+    h.group(podgroup("bad", min_member=1, status={"phase": "Running", "preemption": "junk"}))
+    h.pod(pod("bad-0", group="bad", node="n0", phase="Running"))
+    h.group(podgroup("good", min_member=1, status={"phase": "Pending"}))
+    h.pod(pod("good-0", group="good", node="n0", phase="Running"))
+    fake: Any = api
+    writer = StatusWriter(fake, h.cache, SchedulerMetrics(), concurrency=2)
+    for i in range(3):
+        dirty, h.cache.dirty_groups = h.cache.dirty_groups, set()
+        writer.write_session(SessionResult((), {}), 100.0 + i, f"t{i}", dirty)
+        await writer.drain()
+        assert h.cache.dirty_groups == {("ns", "bad")}
+    assert api.stored["good"]["status"]["phase"] == "Running"
+    told = [r for r in caplog.records if "ns/bad" in r.getMessage()]
+    assert len(told) == 1
