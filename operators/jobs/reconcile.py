@@ -358,12 +358,16 @@ class _Step:
         return found, wake
 
     def _eviction_reason(self, pod: PodObs) -> str:
-        """Why a replica someone else removed went: an elastic job's replica above its task's
-        minimum was given back by the scheduler (a shrink, not a failure)."""
+        """Why a replica someone else removed went: `Shrunk` when the scheduler gave back an
+        elastic job's replica above its task's minimum while the task keeps its minimum placed
+        (a shrink, not a failure); else `Evicted` (a `PodEvicted`). The index alone does not
+        tell: a whole elastic job evicted (preempted whole, a stale gang, a move) loses its
+        replicas above the minimum too, and so does a job whose minimum waits unplaced."""
         shape = self.job.task(pod.task)
-        if self.job.elastic and shape is not None and pod.index >= shape.min_available:
-            return "Shrunk"
-        return "Evicted"
+        if not (self.job.elastic and shape is not None and pod.index >= shape.min_available):
+            return "Evicted"
+        kept = sum(1 for p in self.present(pod.task) if p.node)
+        return "Shrunk" if kept >= shape.min_available else "Evicted"
 
     def _still_holds(self, d: Delayed, task_phases: Mapping[str, T]) -> PodObs | bool:
         """Whether the situation a delayed action waits on still holds (the pod, if it has one)."""

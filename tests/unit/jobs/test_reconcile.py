@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from operators.api.batch import JobPhase as J
 from operators.jobs.observed import GroupObs
-from operators.jobs.reconcile import Memory, Observed, reconcile
+from operators.jobs.reconcile import Memory, Observed, Plan, reconcile
 from operators.jobs.translog import WINDOW
 
 from .sim import T0, Sim, hybridjob, template, vcjob
@@ -274,6 +274,50 @@ def test_a_shrink_seen_terminating_is_told_as_shrunk() -> None:
     plan = sim.step()
     assert sim.memory.retry_count == 0
     assert [t for t in plan.transitions if t.name == "h-worker-3" and t.to == "Evicted"] == []
+
+
+def _running_elastic(**spec: object) -> Sim:
+    sim = Sim(
+        hybridjob(
+            replicaSpecs={"Worker": {"minReplicas": 2, "maxReplicas": 4, "template": template()}},
+            **spec,
+        )
+    )
+    sim.admit()
+    sim.run_all()
+    sim.step()
+    return sim
+
+
+def _replica_moves(plan: Plan) -> dict[str, tuple[str, str]]:
+    return {t.name: (t.to, t.reason) for t in plan.transitions if t.level.value == "Replica"}
+
+
+def test_a_whole_elastic_job_evicted_is_not_told_as_a_shrink() -> None:
+    """Preempted whole, a stale gang, a move: every replica leaves, so those above the minimum
+    were not given back while the job runs on; the index alone called them `Shrunk` (review)."""
+    terminating = _running_elastic()
+    for name in list(terminating.pods):
+        terminating.pods[name] = replace(terminating.pods[name], deleting=True, evicted=True)
+    moves = _replica_moves(terminating.step())
+    assert moves["h-worker-0"] == moves["h-worker-3"] == ("Evicted", "Evicted")
+    gone = _running_elastic()
+    for name in list(gone.pods):
+        gone.evict(name)
+    assert _replica_moves(gone.step())["h-worker-3"] == ("Evicted", "Evicted")
+
+
+def test_evicting_the_only_placed_replicas_of_an_elastic_job_is_a_pod_evicted() -> None:
+    """Workers 0 and 1 were re-created and wait unplaced; 2 and 3 are all that runs, so their
+    eviction is not a shrink: the PodEvicted policy runs (the index alone swallowed it)."""
+    sim = _running_elastic(policies=[{"event": "PodEvicted", "action": "RestartJob"}])
+    for name in ("h-worker-0", "h-worker-1"):
+        sim.pods[name] = replace(sim.pods[name], phase="Pending", node="")
+    sim.step()
+    sim.evict("h-worker-2")
+    sim.evict("h-worker-3")
+    sim.step()
+    assert sim.memory.retry_count == 1
 
 
 def test_dependency_cycle_is_a_condition_not_a_crash() -> None:
