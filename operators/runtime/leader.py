@@ -178,7 +178,10 @@ class LeaderElector:
                 self.is_leader = False
                 return
             try:
-                renewed = await asyncio.wait_for(self.try_acquire_or_renew(), timeout=left)
+                # asyncio.timeout, not wait_for: on 3.11 wait_for swallows a cancel that lands
+                # as the renewal answers, and this loop would renew after its release.
+                async with asyncio.timeout(left):
+                    renewed = await self.try_acquire_or_renew()
             except TimeoutError:
                 log.warning("lease renewal got no answer within %.1fs", left)
                 continue

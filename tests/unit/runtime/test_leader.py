@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import asyncio
 import copy
+import time
 from typing import Any
 
 from operators.runtime.client import ApiError
@@ -97,3 +99,36 @@ async def test_term_is_the_lease_transitions_this_process_leads_in(monkeypatch: 
     assert await b.try_acquire_or_renew()  # a renewal stays in the same term
     terms.append(b.term)
     assert terms == [None, 0, None, 1, 1]
+
+
+async def test_hold_stops_when_cancelled_as_a_renewal_answers() -> None:
+    """With asyncio.wait_for around the renewal (Python 3.11), a cancel in the iteration in
+    which a renewal's answer arrives was swallowed and hold renewed on, after the scheduler's
+    stop had released the lease (a standby then waited a whole lease more)."""
+    fake: Any = object()
+    elector = LeaderElector(fake, LeaseConfig("l", "ns", "me", 15.0, 10.0, 0.01))
+    elector.is_leader = True
+    elector._last_renew = time.monotonic()
+    answers: list[asyncio.Future[bool]] = []
+    asked = asyncio.Event()
+
+    async def renew() -> bool:
+        fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        answers.append(fut)
+        asked.set()
+        return await fut
+
+    elector.try_acquire_or_renew = renew  # type: ignore[method-assign]
+    hold = asyncio.create_task(elector.hold())
+    await asyncio.wait_for(asked.wait(), 2.0)
+    answers[0].set_result(True)
+    hold.cancel()
+    done, _ = await asyncio.wait({hold}, timeout=0.5)
+    renewals = len(answers)
+    hold.cancel()
+    for f in answers:
+        if not f.done():
+            f.set_result(True)
+    await asyncio.wait({hold}, timeout=0.5)
+    assert hold in done
+    assert renewals == 1, f"hold renewed {renewals - 1} times after its cancel"
