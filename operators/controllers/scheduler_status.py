@@ -68,6 +68,9 @@ _HAPPY = (D.ReasonCode.SCHEDULED, D.ReasonCode.ADMITTED)
 SHOWN_WHILE_RUNNING = (D.ReasonCode.QUEUE_MISSING,)
 """Reasons a running group's waiting pods are shown with (`Unschedulable=True`, Scheduled stays
 True): the pods of a job whose queue was deleted wait for good."""
+BROKEN_BACKOFF_MIN = 1.0
+BROKEN_BACKOFF_MAX = 60.0
+"""Seconds before a group whose status could not be built is visited again (doubling)."""
 SOLE_FIELDS = ("preemption", "lastEviction")
 """PodGroup status fields no one but the scheduler writes: while it leads, what it last sent of
 them is their value, whatever an older watch event still shows."""
@@ -406,7 +409,8 @@ class StatusWriter:
         self._session_explanations: Mapping[str, D.Explanation] | None = None
         self._session_pools: frozenset[str] = frozenset()
         self._failed: set[str] = set()  # group uids whose last status write failed
-        self._broken: dict[str, str] = {}  # group uid -> why its status could not be built
+        self._broken: dict[str, float] = {}  # group uid -> backoff of its failing status
+        self._failure_kinds: set[str] = set()  # failures building a status, logged once each
 
     def _spawn(
         self,
@@ -620,18 +624,25 @@ class StatusWriter:
         for key, rec in items:
             try:
                 written += self._write_group(key, rec, ctx)
-            except Exception as err:
-                # One group whose status cannot be built or told (a bug meeting odd input, an
-                # Event recorder that broke) must not stop every other group's: it is left to
-                # the next pass (nothing else may visit it again), told once per kind of failure.
-                self.cache.dirty_groups.add(key)
-                told = f"{type(err).__name__}: {err}"
-                if self._broken.get(rec.uid) != told:
-                    self._broken[rec.uid] = told
-                    log.exception("status of PodGroup %s/%s not written", *key)
+            except Exception as err:  # noqa: BLE001 - told and retried by _status_failed
+                self._status_failed(rec.uid, key, err)
             else:
                 self._broken.pop(rec.uid, None)
         return written
+
+    def _status_failed(self, group_uid: str, key: tuple[str, str], err: Exception) -> None:
+        """One group whose status cannot be built (a bug meeting odd input) must not stop every
+        other group's: it is skipped, and a timer brings a pass over it again, backing off (1 s
+        doubling to BROKEN_BACKOFF_MAX: a failure that always comes back costs one visit a
+        minute, and a passing one is retried on a quiet cluster too). Each kind of failure is
+        logged once, with its first group."""
+        delay = min(self._broken.get(group_uid, BROKEN_BACKOFF_MIN / 2) * 2, BROKEN_BACKOFF_MAX)
+        self._broken[group_uid] = delay
+        self._arm(group_uid, key, delay)
+        kind = f"{type(err).__name__}: {err}"
+        if kind not in self._failure_kinds:
+            self._failure_kinds.add(kind)
+            log.error("status of PodGroup %s/%s not written", *key, exc_info=err)
 
     def _write_group(self, key: tuple[str, str], rec: R.GroupRecord, ctx: _Pass) -> int:
         """Write one group's status if it differs from what the API holds (or hold the change
@@ -722,7 +733,11 @@ class StatusWriter:
         retry = functools.partial(self._failed.add, rec.uid)
         self._spawn(rec.uid, _group_status_path(key), {"status": body}, done, on_failure=retry)
         if missing_pool and self._warn is not None and not _has_true(old, "PoolFallback"):
-            self._warn(rec.uid, POOL_NOT_FOUND, pool_fallback_message(missing_pool))
+            try:
+                self._warn(rec.uid, POOL_NOT_FOUND, pool_fallback_message(missing_pool))
+            except Exception:
+                # The status (PoolFallback=True) is on its way; the Event is a courtesy.
+                log.exception("PoolFallback Event of PodGroup %s/%s not posted", *key)
         return 1
 
     def write_session(
