@@ -133,6 +133,16 @@ class Progress:
         )
 
 
+@dataclass(frozen=True)
+class HeldStatus:
+    """A status write held back (`STATUS_HOLD`), as its step decided it: a pass that runs no
+    step (a stop, a spec that no longer validates) writes it as it is, deciding nothing new."""
+
+    status: dict[str, Any]
+    digest: bytes
+    progress: Progress
+
+
 def job_pod(body: Mapping[str, Any]) -> JobPod:
     meta = body.get("metadata") or {}
     labels = meta.get("labels") or {}
@@ -170,6 +180,8 @@ class JobState:
     """`Progress` of the status the API holds (as first watched, then as we wrote it)."""
     held_since: float | None = None
     """When a status change not yet written was first held (`STATUS_HOLD`); None: none is."""
+    held: HeldStatus | None = None
+    """The newest status held back (kept only while held: at most `STATUS_HOLD`)."""
 
     @property
     def uid(self) -> str:
@@ -422,18 +434,27 @@ class JobsController:
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
     async def _write_held(self) -> None:
-        """On stop: a step for each job whose status write is held, RECONCILE_CONCURRENCY at
-        a time (a job whose step is running writes it there)."""
+        """On stop: each status write held is made as its step decided it,
+        RECONCILE_CONCURRENCY at a time. No step runs: a stopping operator creates and deletes
+        no pods, and sends no group for admission (its successor decides from the cluster). A
+        job whose step is running writes there (`stopping` holds nothing); a step that held
+        its status has ended already (nothing after `_hold_status` awaits for a held phase)."""
         sem = asyncio.Semaphore(RECONCILE_CONCURRENCY)
 
-        async def one(key: Key) -> None:
+        async def one(key: Key, state: JobState) -> None:
             async with sem:
-                if key not in self.running:
-                    self.running.add(key)
-                    await self._run_one(key)
+                if key in self.running or self.jobs.get(key) is not state:
+                    return
+                self.running.add(key)
+                try:
+                    await self._write_held_status(key, state)
+                except Exception:
+                    log.exception("writing the held status of %s %s/%s failed", *key)
+                finally:
+                    self.running.discard(key)
 
-        held = [k for k, s in self.jobs.items() if s.held_since is not None]
-        await asyncio.gather(*(one(k) for k in held))
+        held = [(k, s) for k, s in self.jobs.items() if s.held is not None]
+        await asyncio.gather(*(one(k, s) for k, s in held))
 
     async def _run_one(self, key: Key) -> None:
         started, ok = time.monotonic(), False
@@ -513,7 +534,10 @@ class JobsController:
         try:
             shape = shape_of(body)
         except pydantic.ValidationError as err:
-            self._post(body, [Event("Warning", "InvalidSpec", str(err)[:1024])])
+            self._tell(key, state, [Event("Warning", "InvalidSpec", str(err)[:1024])])
+            # No step runs until the spec validates again, so the pass the hold's timer brings
+            # would write nothing: what the last step decided and held is written now.
+            await self._write_held_status(key, state)
             return
         await self._check_input(state, shape)
         memory = state.memory
@@ -661,18 +685,14 @@ class JobsController:
             # when the expectation lapses, not at some unrelated later event.
             due = min(state.creating.values()) + FORGET_CREATES + 0.1
             self.timers[key] = min(self.timers.get(key, due), due)
-        written = digest(plan.status)
-        if written == state.written:
-            state.held_since = None  # back to what the API holds: nothing is held
-        elif not self._hold_status(key, state, plan.memory):
-            whole = not state.status_seen
-            if not await self.apply.write_status(*key, state.uid, plan.status, whole):
-                self.forget(key, state.uid)
-                return
-            state.written, state.status_seen = written, True
-            state.in_api, state.held_since = Progress.of(plan.memory), None
-        self._post(body, [e for e in plan.events if not e.transition])
-        self._tell_transitions(key, state, [e for e in plan.events if e.transition])
+        status = HeldStatus(plan.status, digest(plan.status), Progress.of(plan.memory))
+        if status.digest == state.written:
+            state.held_since = state.held = None  # back to what the API holds: nothing is held
+        elif self._hold_status(key, state, plan.memory):
+            state.held = status
+        elif not await self._write_status(key, state, status):
+            return
+        self._tell(key, state, plan.events)
         if plan.requeue_after is not None:
             due = time.monotonic() + plan.requeue_after
             self.timers[key] = min(self.timers.get(key, due), due)
@@ -680,6 +700,22 @@ class JobsController:
             await self._drop_group(state, (shape.namespace, P.group_name(shape)))
         if plan.delete_job:
             await self.apply.delete_job(*key, shape.uid)
+
+    async def _write_status(self, key: Key, state: JobState, status: HeldStatus) -> bool:
+        """Write `status`; False (and the job forgotten) when the job is gone or replaced."""
+        whole = not state.status_seen
+        if not await self.apply.write_status(*key, state.uid, status.status, whole):
+            self.forget(key, state.uid)
+            return False
+        state.written, state.status_seen = status.digest, True
+        state.in_api, state.held_since, state.held = status.progress, None, None
+        return True
+
+    async def _write_held_status(self, key: Key, state: JobState) -> None:
+        """Write the status held back as its step decided it, running no step: nothing is
+        created, deleted or decided anew."""
+        if state.held is not None:
+            await self._write_status(key, state, state.held)
 
     def _hold_status(self, key: Key, state: JobState, memory: Memory) -> bool:
         """Whether this status write waits (`STATUS_HOLD` from the first change held): the
@@ -699,23 +735,38 @@ class JobsController:
         """Whether this job (not a deleted one, nor a new one of its name) still exists."""
         return self.jobs.get(key) is state and not state.body["metadata"].get("deletionTimestamp")
 
-    def _tell_transitions(self, key: Key, state: JobState, events: Sequence[Event]) -> None:
+    def _tell(self, key: Key, state: JobState, events: Sequence[Event]) -> None:
+        """A step's Events. Another Event than a transition (an action such as `RestartTask`,
+        `InvalidSpec`, a missing queue) is written at once, so the transitions held until
+        then, this step's among them, go out before it: `kubectl describe` lists Events as
+        they were written, and an action listed before the transitions that led to it (a
+        pod's `-> Failed`) read as if it had come first."""
+        others = [e for e in events if not e.transition]
+        self._tell_transitions(key, state, [e for e in events if e.transition], bool(others))
+        if others:
+            self._post(state.body, others)
+
+    def _tell_transitions(
+        self, key: Key, state: JobState, events: Sequence[Event], now: bool = False
+    ) -> None:
         """Transition Events: held EVENT_INTERVAL from the first one held and written together
-        then (`run`); all at once when the job reaches a terminal phase (its story is told)."""
-        if not events:
+        then (`run`); all at once when the job reaches a terminal phase (its story is told) or
+        when `now` (another Event of the job follows them: `_tell`)."""
+        if not events and not now:
             return
         state.transitions.extend(events)
         # A job replaced under its name (or gone) meanwhile: `flush_due` is keyed by name and
         # would be flushed from its successor's state, so this job's lines are written now.
         replaced = self.jobs.get(key) is not state
-        if self.stopping or replaced or state.memory.phase in TERMINAL:
+        if now or self.stopping or replaced or state.memory.phase in TERMINAL:
             self._flush_events(key, state)
         elif key not in self.flush_due:
             self.flush_due[key] = time.monotonic() + self.event_interval
             self.wake.set()
 
     def _flush_events(self, key: Key, state: JobState) -> None:
-        self.flush_due.pop(key, None)
+        if self.jobs.get(key, state) is state:
+            self.flush_due.pop(key, None)  # else it is the timer of a successor of its name
         if state.transitions:
             events, state.transitions = combine(state.transitions), []
             self._post(state.body, events)

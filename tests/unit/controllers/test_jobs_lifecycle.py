@@ -474,3 +474,34 @@ async def test_a_job_replaced_by_one_of_its_name_still_tells_its_held_transition
     await op.c.events.drain(5)
     told = [e["message"] for e in api.events if e["involvedObject"]["uid"] == "u1"]
     assert any("-> Inqueue" in m for m in told)
+
+
+async def test_an_action_is_told_after_the_transitions_that_led_to_it() -> None:
+    """Transitions are held EVENT_INTERVAL; the RestartTask Event was written at once, so
+    `kubectl describe` listed the restart before the job's and its pod's way to Running (and
+    before the step's own `-> Restarting` lines), up to 10 s later. The held transitions, this
+    step's among them, now go out just before the action, in one Event."""
+    api = Api()
+    op = Operator(api)
+    op.c.event_interval = 3600.0
+    op.job(vcjob(1, replicas=1, policies=[{"event": "PodFailed", "action": "RestartTask"}]))
+    await op.step()
+    op.group("Inqueue")
+    await op.step()
+    op.pods_seen()
+    op.pods_move("Running")
+    op.group("Running")
+    await op.step()
+    op.pods_move("Failed")
+    await op.step()
+    assert op.phase() == "Restarting"
+    await op.c.events.drain(5)
+    assert [e["reason"] for e in api.events] == ["JobRestarting", "RestartTask"]
+    told = api.events[0]["message"].split(SEPARATOR)
+    status = api.patched[job_path("VCJob", "ns", "j") + "/status"]["status"]
+    assert [int(m.split(" ", 1)[0].lstrip("#")) for m in told] == list(
+        range(1, status["transitionSeq"] + 1)
+    )
+    assert any("pod j-w-0: - -> Running" in m for m in told)
+    assert any("job j: Running -> Restarting (RestartTask)" in m for m in told)
+    assert KEY not in op.c.flush_due  # nothing is held behind the action

@@ -126,3 +126,43 @@ async def test_stop_writes_the_held_statuses() -> None:
     assert status_writes(api) == 1
     assert api.patched[STATUS]["status"]["phase"] == "Running"
     assert op.c.jobs[KEY].held_since is None
+
+
+async def test_a_status_held_when_the_spec_turns_invalid_is_written() -> None:
+    """No step runs on a spec that does not validate (InvalidSpec), so the pass the hold's
+    timer brings wrote nothing, again and again: the job showed its old status for as long as
+    the spec stayed invalid (for ever at a stop). The held status is written as decided, and
+    the transitions held go out before the InvalidSpec Event."""
+    api = Api()
+    op = held_operator(api)
+    await to_running(op)
+    assert status_writes(api) == 0
+    op.job(vcjob(2, replicas=-1))
+    await op.step()
+    assert status_writes(api) == 1
+    status = api.patched[STATUS]["status"]
+    assert status["phase"] == "Running"
+    assert status["observedGeneration"] == 1  # what the last valid spec decided
+    assert op.c.jobs[KEY].held is None
+    await op.c.events.drain(5)
+    assert [e["reason"] for e in api.events] == ["JobRunning", "InvalidSpec"]
+    await op.step()  # the hold's timer: nothing more to write
+    assert status_writes(api) == 1
+
+
+async def test_stop_writes_the_held_status_and_creates_no_pod() -> None:
+    """At a stop the held statuses were written by running each job's whole step, which acted
+    on what had changed meanwhile (here: a task scaled up, so a pod created by an operator on
+    its way out). Only the status held is written now, as its step decided it."""
+    api = Api()
+    op = held_operator(api)
+    op.c.ctx.stop = asyncio.Event()
+    op.c.ctx.metrics = OperatorMetrics("")
+    await to_running(op)
+    api.take_calls()
+    op.job(vcjob(2, replicas=2))  # a step would create j-w-1
+    await op.c.stop()
+    assert api.take_calls() == [("PATCH", STATUS)]
+    status = api.patched[STATUS]["status"]
+    assert (status["phase"], status["observedGeneration"]) == ("Running", 1)
+    assert op.c.jobs[KEY].held is None
