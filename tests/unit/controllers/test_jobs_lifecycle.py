@@ -505,3 +505,26 @@ async def test_an_action_is_told_after_the_transitions_that_led_to_it() -> None:
     assert any("pod j-w-0: - -> Running" in m for m in told)
     assert any("job j: Running -> Restarting (RestartTask)" in m for m in told)
     assert KEY not in op.c.flush_due  # nothing is held behind the action
+
+
+async def test_a_late_step_of_a_replaced_job_leaves_its_successors_held_transitions_due() -> None:
+    """A step of the old job that ends after a job of its name came writes its lines at once
+    (`_tell_transitions`, replaced). That flush dropped the name's flush timer, which by then was
+    the successor's: its held transitions waited for its next transition (or its end)."""
+    api = Api()
+    op = Operator(api)
+    op.c.event_interval = 3600.0
+    op.job(vcjob(1, replicas=1))
+    await op.step()
+    old = op.c.jobs[KEY]
+    successor = vcjob(1, replicas=1)
+    successor["metadata"]["uid"] = "u2"
+    op.job(successor)
+    await op.step()  # the successor's JobPending: held
+    due = op.c.flush_due[KEY]
+    late = jobs_operator.Event("Normal", "JobInqueue", "#3 job j: Pending -> Inqueue", True)
+    op.c._tell_transitions(KEY, old, [late])  # the old job's step, ending now
+    assert op.c.flush_due.get(KEY) == due
+    assert op.c.jobs[KEY].transitions  # still held, and due with its timer
+    await op.c.events.drain(5)
+    assert [e["involvedObject"]["uid"] for e in api.events] == ["u1", "u1"]
