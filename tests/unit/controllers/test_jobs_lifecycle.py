@@ -21,6 +21,7 @@ from operators.controllers.jobs_apply import Applier, job_path
 from operators.controllers.kopf_discovery import served_selectors
 from operators.controllers.kopf_runner import KopfSettings, kopf_settings
 from operators.jobs.coalesced_events import SEPARATOR
+from operators.jobs.reconcile import Event
 from operators.runtime.client import ApiError, KubeClient
 from operators.runtime.operator_metrics import OperatorMetrics
 
@@ -522,7 +523,7 @@ async def test_a_late_step_of_a_replaced_job_leaves_its_successors_held_transiti
     op.job(successor)
     await op.step()  # the successor's JobPending: held
     due = op.c.flush_due[KEY]
-    late = jobs_operator.Event("Normal", "JobInqueue", "#3 job j: Pending -> Inqueue", True)
+    late = Event("Normal", "JobInqueue", "#3 job j: Pending -> Inqueue", True)
     op.c._tell_transitions(KEY, old, [late])  # the old job's step, ending now
     assert op.c.flush_due.get(KEY) == due
     assert op.c.jobs[KEY].transitions  # still held, and due with its timer
