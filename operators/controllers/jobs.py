@@ -180,8 +180,10 @@ class JobState:
     """`Progress` of the status the API holds (as first watched, then as we wrote it)."""
     held_since: float | None = None
     """When a status change not yet written was first held (`STATUS_HOLD`); None: none is."""
-    held: HeldStatus | None = None
-    """The newest status held back (kept only while held: at most `STATUS_HOLD`)."""
+    unwritten: HeldStatus | None = None
+    """The newest status a step decided that the API has not confirmed (held back, or a step
+    that failed after deciding, or a write whose answer was lost): what a pass that runs no
+    step writes. Never an older one: each step replaces it, only a confirmed write clears it."""
 
     @property
     def uid(self) -> str:
@@ -453,7 +455,7 @@ class JobsController:
                 finally:
                     self.running.discard(key)
 
-        held = [(k, s) for k, s in self.jobs.items() if s.held is not None]
+        held = [(k, s) for k, s in self.jobs.items() if s.unwritten is not None]
         await asyncio.gather(*(one(k, s) for k, s in held))
 
     async def _run_one(self, key: Key) -> None:
@@ -647,6 +649,10 @@ class JobsController:
             await self.apply.delete_pods(shape.namespace, plan.delete)
         # The deletes carry out the step's decision; from here on it is what happened.
         state.memory = plan.memory
+        status = HeldStatus(plan.status, digest(plan.status), Progress.of(plan.memory))
+        # Until written, this is what a pass that runs no step writes (stop, InvalidSpec):
+        # never an older status, whatever happens to this step after here.
+        state.unwritten = None if status.digest == state.written else status
         if any(t.level == TransitionLevel.JOB and t.to == "Restarting" for t in plan.transitions):
             # A restarted job waits for admission again, as Volcano's does.
             await self._readmit(state, (shape.namespace, P.group_name(shape)))
@@ -685,12 +691,11 @@ class JobsController:
             # when the expectation lapses, not at some unrelated later event.
             due = min(state.creating.values()) + FORGET_CREATES + 0.1
             self.timers[key] = min(self.timers.get(key, due), due)
-        status = HeldStatus(plan.status, digest(plan.status), Progress.of(plan.memory))
         if status.digest == state.written:
-            state.held_since = state.held = None  # back to what the API holds: nothing is held
-        elif self._hold_status(key, state, plan.memory):
-            state.held = status
-        elif not await self._write_status(key, state, status):
+            state.held_since = None  # back to what the API holds: nothing is held
+        elif not self._hold_status(key, state, plan.memory) and not await self._write_status(
+            key, state, status
+        ):
             return
         self._tell(key, state, plan.events)
         if plan.requeue_after is not None:
@@ -708,14 +713,14 @@ class JobsController:
             self.forget(key, state.uid)
             return False
         state.written, state.status_seen = status.digest, True
-        state.in_api, state.held_since, state.held = status.progress, None, None
+        state.in_api, state.held_since, state.unwritten = status.progress, None, None
         return True
 
     async def _write_held_status(self, key: Key, state: JobState) -> None:
         """Write the status held back as its step decided it, running no step: nothing is
         created, deleted or decided anew."""
-        if state.held is not None:
-            await self._write_status(key, state, state.held)
+        if state.unwritten is not None:
+            await self._write_status(key, state, state.unwritten)
 
     def _hold_status(self, key: Key, state: JobState, memory: Memory) -> bool:
         """Whether this status write waits (`STATUS_HOLD` from the first change held): the

@@ -143,7 +143,7 @@ async def test_a_status_held_when_the_spec_turns_invalid_is_written() -> None:
     status = api.patched[STATUS]["status"]
     assert status["phase"] == "Running"
     assert status["observedGeneration"] == 1  # what the last valid spec decided
-    assert op.c.jobs[KEY].held is None
+    assert op.c.jobs[KEY].unwritten is None
     await op.c.events.drain(5)
     assert [e["reason"] for e in api.events] == ["JobRunning", "InvalidSpec"]
     await op.step()  # the hold's timer: nothing more to write
@@ -165,4 +165,4 @@ async def test_stop_writes_the_held_status_and_creates_no_pod() -> None:
     assert api.take_calls() == [("PATCH", STATUS)]
     status = api.patched[STATUS]["status"]
     assert (status["phase"], status["observedGeneration"]) == ("Running", 1)
-    assert op.c.jobs[KEY].held is None
+    assert op.c.jobs[KEY].unwritten is None
