@@ -1,12 +1,15 @@
 """PodGroup, Queue and Pool status as the scheduler sees it, written coalesced.
 
 The scheduler writes only the status fields it computes; the pool, queue and podgroup operators
-own the rest (docs/admin.md has the table). Every write is a JSON merge patch naming only the
-writer's own fields, so two writers never overwrite each other.
+own the rest (docs/admin.md has the table). Every write names only the writer's own fields, so two
+writers never overwrite each other. A PodGroup's is a JSON patch that lands only on the group it
+was computed for (`status_patch`: its first op tests the uid): a late write must not land on a
+group deleted and created again under the name (a job re-applied); a Queue's, a Pool's and a
+pod's are merge patches.
 
 Each cycle computes the desired status of every live group from the cache and the session's
 output, compares it with what the API already holds (as last seen by the watch), and writes only
-what differs: at most one merge-patch per object per cycle, none when nothing changed. Three kinds
+what differs: at most one write per object per cycle, none when nothing changed. Three kinds
 of change are held back so that they cannot become a write storm: messages that change while the
 reason stays the same (at most every `message_interval` seconds: an explanation with a moving
 figure in it), changes of the member counts and of condition reasons alone, every condition's
@@ -27,7 +30,7 @@ import dataclasses
 import functools
 import logging
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from decimal import Decimal
 from typing import Any, Literal
 
@@ -83,6 +86,9 @@ class _Sent:
     values: dict[str, Any]
     confirmed: bool = False
 
+
+Request = Callable[[], Awaitable[bool]]
+"""One status write, sent when called: False when its object is gone (deleted or replaced)."""
 
 _NO_MARK = object()  # write_groups: the session changed no delayed-preemption mark of the group
 
@@ -416,13 +422,12 @@ class StatusWriter:
         self,
         key: str,
         path: str,
-        body: dict[str, Any],
+        request: Request,
         on_success: Callable[[], None] | None = None,
-        strategic: bool = False,
         on_failure: Callable[[], None] | None = None,
     ) -> None:
         self._in_flight.add(key)
-        task = asyncio.create_task(self._write(key, path, body, on_success, strategic, on_failure))
+        task = asyncio.create_task(self._write(key, path, request, on_success, on_failure))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -430,13 +435,12 @@ class StatusWriter:
         self,
         key: str,
         path: str,
-        body: dict[str, Any],
+        request: Request,
         on_success: Callable[[], None] | None = None,
-        strategic: bool = False,
         on_failure: Callable[[], None] | None = None,
     ) -> None:
         try:
-            outcome = await self._send(path, body, strategic)
+            outcome = await self._send(path, request)
             sent = self._sent.get(key)
             if outcome == "written":
                 if sent is not None:
@@ -453,15 +457,12 @@ class StatusWriter:
             if owed is not None:
                 self.cache.status_owed(owed)
 
-    async def _send(
-        self, path: str, body: dict[str, Any], strategic: bool = False
-    ) -> Literal["written", "gone", "failed"]:
+    async def _send(self, path: str, request: Request) -> Literal["written", "gone", "failed"]:
+        """`path` names the object in the log."""
         try:
             async with self._sem:
-                if strategic:
-                    await self.client.strategic_merge_patch(path, body)
-                else:
-                    await self.client.merge_patch(path, body)
+                if not await request():
+                    return "gone"
             self.metrics.status_writes.inc()
             return "written"
         except ApiError as err:
@@ -473,6 +474,16 @@ class StatusWriter:
         except Exception:  # e.g. a credential plugin that failed: still a write to retry
             log.exception("status write %s failed", path)
         return "failed"
+
+    def _merge(self, path: str, body: dict[str, Any], strategic: bool = False) -> Request:
+        """A merge patch (`strategic`: for built-in kinds, lists merged by their key)."""
+        send = self.client.strategic_merge_patch if strategic else self.client.merge_patch
+
+        async def request() -> bool:
+            await send(path, body)
+            return True  # a 404 is raised: _send tells it as gone
+
+        return request
 
     def _as_written(self, group_uid: str, watched: Mapping[str, Any]) -> dict[str, Any]:
         """The group's status as the watch shows it, with SOLE_FIELDS as our last write sent
@@ -501,7 +512,7 @@ class StatusWriter:
                     continue
                 path, body, remember = want
                 sent_at = self._cluster_sent[key] = loop.time()
-                outcome = await self._send(path, body)
+                outcome = await self._send(path, self._merge(path, body))
                 if outcome == "failed":
                     if self._closing:
                         return  # a clean stop does not wait for an API server that is away
@@ -731,7 +742,13 @@ class StatusWriter:
             del body["phase"]
         done = None if evicted is None else functools.partial(self._stamped, rec.uid, evicted)
         retry = functools.partial(self._failed.add, rec.uid)
-        self._spawn(rec.uid, _group_status_path(key), {"status": body}, done, on_failure=retry)
+        path = PodGroup.api_path(*key)
+        # A group the watch shows without a status (as created) gets it whole, else field by
+        # field; write_status tells a guess the API proves wrong by one read and writes again.
+        request = functools.partial(
+            status_patch.write_status, self.client, path, rec.uid, body, whole=not rec.status
+        )
+        self._spawn(rec.uid, path, request, done, on_failure=retry)
         if missing_pool and self._warn is not None and not _has_true(old, "PoolFallback"):
             try:
                 self._warn(rec.uid, POOL_NOT_FOUND, pool_fallback_message(missing_pool))
@@ -909,10 +926,11 @@ class StatusWriter:
             key = f"{Queue.singular_name()}-usage/{name}"
             if name not in self.cache.queues or key in self._in_flight:
                 continue
+            path = f"{Queue.api_path(name=name)}/status"
             self._spawn(
                 key,
-                f"{Queue.api_path(name=name)}/status",
-                {"status": {"usage": dict(body)}},
+                path,
+                self._merge(path, {"status": {"usage": dict(body)}}),
                 functools.partial(written, name, body),
             )
 
@@ -971,12 +989,14 @@ class StatusWriter:
                 "message": message,
                 "lastTransitionTime": now_text,
             }
+            path = f"/api/v1/namespaces/{rec.namespace}/pods/{rec.name}/status"
+            # Strategic: pod conditions merge by type, so the other conditions stay.
+            body = {"status": {"conditions": [condition]}}
             self._spawn(
                 key,
-                f"/api/v1/namespaces/{rec.namespace}/pods/{rec.name}/status",
-                {"status": {"conditions": [condition]}},
+                path,
+                self._merge(path, body, strategic=True),
                 functools.partial(self._last_pod_reason.__setitem__, pod_uid, message),
-                strategic=True,  # pod conditions merge by type: other conditions stay
             )
             written.append((rec, message))
         if fresh:  # once per session: both walks are as long as the cluster's pod list
@@ -1058,10 +1078,6 @@ class StatusWriter:
                 await asyncio.gather(*self._tasks, return_exceptions=True)
         finally:
             self._closing = False
-
-
-def _group_status_path(key: tuple[str, str]) -> str:
-    return f"{PodGroup.api_path(key[0], key[1])}/status"
 
 
 def _forget_missing(last: dict[str, Any], live: Mapping[str, Any]) -> None:

@@ -4,6 +4,10 @@ A late write for an object deleted and created again under its name must not lan
 one. A merge patch cannot say so: the status subresource ignores the metadata in it (a
 `metadata.uid` in a /status merge patch is not checked). A JSON patch can: its first op tests
 `/metadata/uid`, and the API server refuses the whole patch (422) when it fails.
+
+The fields are written as a merge patch would write them, with one difference: a value replaces
+the field whole (a merge patch merges a nested object into the one there). A None removes the
+field, whether or not it is there.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ async def write_status(
     """Write `fields` into the status of the object at `path` (its API path, without /status)
     if its uid is `uid`; False when that object is gone (deleted, or replaced under its name).
 
-    Each field is replaced on its own, so fields other writers own stay. `whole` (the object has
+    Each field is replaced on its own (None: removed), so fields other writers own stay. `whole` (the object has
     no status yet: the fields have no parent to go into) adds the status as one object, only
     where there is none: `add` replaces a member that exists, and another writer may have given
     the object a status since it was read (the events operator's delivery fields), or an earlier
@@ -64,11 +68,19 @@ def _ops(uid: str, fields: Mapping[str, Any], whole: bool) -> list[dict[str, Any
     if whole:
         # A `test` for null passes where the member is missing (the API server's JSON patch).
         ops.append({"op": "test", "path": "/status", "value": None})
-        ops.append({"op": "add", "path": "/status", "value": dict(fields)})
-    else:
-        ops += [
-            {"op": "add", "path": f"/status/{_token(k)}", "value": v} for k, v in fields.items()
-        ]
+        value = {k: v for k, v in fields.items() if v is not None}
+        ops.append({"op": "add", "path": "/status", "value": value})
+        return ops
+    for key, value in fields.items():
+        path = f"/status/{_token(key)}"
+        if value is None:
+            # `remove` of a missing member fails the whole patch, and a null the schema does
+            # not allow may be refused: the member is made to exist, then removed. The patch
+            # is validated as a whole, after its last op.
+            ops.append({"op": "add", "path": path, "value": None})
+            ops.append({"op": "remove", "path": path})
+        else:
+            ops.append({"op": "add", "path": path, "value": value})
     return ops
 
 

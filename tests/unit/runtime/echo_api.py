@@ -2,7 +2,7 @@
 
 It keeps the raw objects a `Harness` fed in and, like the API server plus the watch, answers each
 write by changing the stored object and feeding the new version through the Harness again: a
-Binding sets `spec.nodeName`, a status merge-patch updates `status`. So a test sees the same
+Binding sets `spec.nodeName`, a status patch (merge or JSON) updates `status`. So a test sees the same
 echoes of the scheduler's own writes that a real cluster sends back.
 """
 
@@ -14,6 +14,7 @@ from typing import Any
 
 from operators.api.scheduling import PodGroup
 
+from . import json_patch
 from .test_cache import Harness
 
 _rv = itertools.count(10_000)
@@ -72,6 +73,20 @@ class EchoApi:
         if kind != "pod" or not self.late_pods:
             self._feed(kind, obj)
         return copy.deepcopy(obj)
+
+    async def json_patch(self, path: str, ops: list[dict[str, Any]]) -> dict[str, Any]:
+        self.writes.append(("PATCH", path))
+        if not path.endswith("/status"):
+            raise AssertionError(f"unexpected patch of {path}")
+        kind, obj = self._target(path)
+        patched = json_patch.apply(obj, ops, path)
+        obj.clear()
+        obj.update(patched)
+        self._feed(kind, obj)
+        return copy.deepcopy(obj)
+
+    async def get(self, path: str) -> dict[str, Any]:
+        return copy.deepcopy(self._target(path)[1])
 
     async def strategic_merge_patch(self, path: str, body: Any) -> dict[str, Any]:
         return await self.merge_patch(path, body)

@@ -84,5 +84,6 @@ def podgroup(
             "creationTimestamp": "2026-11-22T08:00:00Z",
         },
         "spec": {"minMember": min_member, "queue": "team-a"},
-        "status": dict(status or {}),
+        # As created: the API server keeps no status given with a create (status subresource).
+        **({} if status is None else {"status": dict(status)}),
     }

@@ -8,8 +8,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from operators.api.scheduling import Queue
-from operators.controllers.scheduler_status import StatusWriter, _group_status_path
+from operators.api.scheduling import PodGroup, Queue
+from operators.controllers.scheduler_status import StatusWriter
 from operators.runtime import records as R
 from operators.runtime.metrics import SchedulerMetrics
 from operators.scheduler import decisions as D
@@ -31,7 +31,7 @@ class StalledApi:
         await asyncio.Event().wait()
         return {}
 
-    strategic_merge_patch = merge_patch
+    strategic_merge_patch = json_patch = merge_patch
 
 
 class Api:
@@ -42,7 +42,7 @@ class Api:
         self.sent[path] = body
         return {}
 
-    strategic_merge_patch = merge_patch
+    strategic_merge_patch = json_patch = merge_patch
 
 
 def cluster() -> Harness:
@@ -148,8 +148,9 @@ async def test_an_eviction_sent_before_a_lease_loss_has_its_last_eviction_in_the
     writer.cancel()  # the lease is lost: the queued status writes go
     await writer.drain()
     paths = [path for path, _ in api.calls]
-    assert paths.count(_group_status_path(("ns", "g"))) == 1  # its queued write never went
-    stamp = paths.index(_group_status_path(("ns", "g")))
+    status = f"{PodGroup.api_path('ns', 'g')}/status"
+    assert paths.count(status) == 1  # its queued write never went
+    stamp = paths.index(status)
     evicted = [i for i, path in enumerate(paths) if path.endswith("/eviction")]
     assert len(evicted) == 2
     assert stamp < min(evicted)  # in the API before the pods went

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 from typing import Any
 
 import pytest
@@ -15,14 +16,15 @@ from operators.controllers.scheduler_status import (
     desired_conditions,
     format_resources,
 )
+from operators.runtime.client import ApiError
 from operators.runtime.metrics import SchedulerMetrics
 from operators.scheduler import decisions as D
 from operators.scheduler import snapshot as S
 from operators.scheduler.session import PoolStatus, SessionResult
 
+from . import json_patch
 from .factories import pod, podgroup
 from .test_cache import Harness
-from .test_status_bookkeeping import merged
 
 P = S.GroupPhase
 
@@ -157,7 +159,8 @@ async def test_between_sessions_pod_reasons_follow_the_cache() -> None:
 
 
 class MergeRecorder:
-    """A narrow stand-in for the client's merge patch of status subresources."""
+    """A narrow stand-in for the client's status patches; a PodGroup's JSON patch is recorded
+    as the merge patch it amounts to."""
 
     def __init__(self) -> None:
         self.patches: list[tuple[str, dict[str, Any]]] = []
@@ -165,6 +168,9 @@ class MergeRecorder:
     async def merge_patch(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         self.patches.append((path, body))
         return {}
+
+    async def json_patch(self, path: str, ops: list[dict[str, Any]]) -> dict[str, Any]:
+        return await self.merge_patch(path, json_patch.as_merge(ops))
 
 
 async def test_a_phase_the_scheduler_keeps_is_not_resent() -> None:
@@ -350,16 +356,28 @@ async def test_an_eviction_is_stamped_on_the_group_once_even_when_its_write_is_i
 
 
 class StoringApi:
-    """A narrow stand-in for the API server's PodGroup status PATCH: applies the merge patch
-    to what it stores and answers with the object, as the API server does."""
+    """A narrow stand-in for the API server's PodGroup status PATCH: applies the JSON patch
+    to what it stores (each group with the uid the factory gives it) and answers with the
+    object, as the API server does."""
 
     def __init__(self, statuses: dict[str, dict[str, Any]]) -> None:
-        self.stored = {name: {"status": status} for name, status in statuses.items()}
+        self.stored = {
+            name: {"metadata": {"uid": f"pg-{name}"}, "status": status}
+            for name, status in statuses.items()
+        }
 
-    async def merge_patch(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    async def json_patch(self, path: str, ops: list[dict[str, Any]]) -> dict[str, Any]:
         name = path.rsplit("/", 2)[-2]
-        self.stored[name] = merged(self.stored[name], body)
+        if name not in self.stored:
+            raise ApiError(404, {"reason": "NotFound"}, "PATCH", path)
+        self.stored[name] = json_patch.apply(self.stored[name], ops, path)
         return self.stored[name]
+
+    async def get(self, path: str) -> dict[str, Any]:
+        name = path.rsplit("/", 1)[-1]
+        if name not in self.stored:
+            raise ApiError(404, {"reason": "NotFound"}, "GET", path)
+        return copy.deepcopy(self.stored[name])
 
 
 async def test_a_pass_before_the_eviction_write_comes_back_does_not_restore_the_victims_mark() -> (
@@ -419,8 +437,8 @@ class TimeoutAfterApply(StoringApi):
 
     lose_next = False
 
-    async def merge_patch(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        answer = await super().merge_patch(path, body)
+    async def json_patch(self, path: str, ops: list[dict[str, Any]]) -> dict[str, Any]:
+        answer = await super().json_patch(path, ops)
         if self.lose_next:
             self.lose_next = False
             raise TimeoutError
@@ -494,11 +512,11 @@ async def test_a_write_that_failed_is_sent_again() -> None:
     class Refusing(StoringApi):
         refuse_next = False
 
-        async def merge_patch(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        async def json_patch(self, path: str, ops: list[dict[str, Any]]) -> dict[str, Any]:
             if self.refuse_next:
                 self.refuse_next = False
                 raise TimeoutError
-            return await super().merge_patch(path, body)
+            return await super().json_patch(path, ops)
 
     h, api, writer = _victim_and_preemptor(Refusing)
     writer.write_groups(SessionResult(decisions=(_MARK,), explanations={}), 1.0, "t1")
@@ -530,11 +548,15 @@ async def test_a_pass_skipped_while_the_write_is_in_flight_asks_for_another() ->
     assert not api.patches  # skipped
     assert not h.changes  # and nothing asked yet
 
-    await writer._write("pg-steady", "/the/in/flight/write", {"status": {}})
+    await writer._write(
+        "pg-steady", "/the/in/flight/write", writer._merge("/the/in/flight/write", {"status": {}})
+    )
     assert ("ns", "steady") in h.cache.dirty_groups
     assert h.changes == ["status"]  # the loop wakes and passes over the dirty group
     h.changes.clear()
-    await writer._write("pg-steady", "/a/later/write", {"status": {}})
+    await writer._write(
+        "pg-steady", "/a/later/write", writer._merge("/a/later/write", {"status": {}})
+    )
     assert not h.changes  # asked once per skipped pass
 
 

@@ -21,7 +21,8 @@ from .test_cache import Harness
 
 
 class StatusApi:
-    """A narrow stand-in for KubeClient.merge_patch: the first `failures` writes answer 500."""
+    """A narrow stand-in for the client's status patches: the first `failures` writes answer
+    500."""
 
     def __init__(self, failures: int = 0) -> None:
         self.failures = failures
@@ -33,6 +34,8 @@ class StatusApi:
             self.failures -= 1
             raise ApiError(500, {"reason": "InternalError"})
         return {}
+
+    json_patch = merge_patch
 
 
 def status_writer(h: Harness, api: StatusApi) -> StatusWriter:

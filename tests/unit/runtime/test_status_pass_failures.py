@@ -150,10 +150,10 @@ class BrokenCredentials(Refusing):
     """Writes of the groups in `refuse` fail with an error that is not an API error (an exec
     credential plugin that failed, a closed session)."""
 
-    async def merge_patch(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    async def json_patch(self, path: str, ops: list[dict[str, Any]]) -> dict[str, Any]:
         if path.rsplit("/", 2)[-2] in self.refuse:
             raise RuntimeError("credential plugin failed")
-        return await super().merge_patch(path, body)
+        return await super().json_patch(path, ops)
 
 
 async def test_a_write_failing_with_any_error_is_sent_again_by_the_next_session_pass() -> None:

@@ -34,12 +34,12 @@ class Refusing(StoringApi):
         self.refuse: set[str] = set()
         self.written: list[str] = []
 
-    async def merge_patch(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    async def json_patch(self, path: str, ops: list[dict[str, Any]]) -> dict[str, Any]:
         name = path.rsplit("/", 2)[-2]
         if name in self.refuse:
             raise TimeoutError
         self.written.append(name)
-        return await super().merge_patch(path, body)
+        return await super().json_patch(path, ops)
 
 
 def _two_groups() -> tuple[Harness, Refusing, StatusWriter]:
