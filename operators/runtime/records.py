@@ -508,7 +508,7 @@ def moved_until(
 
 def placed_again(last: Mapping[str, Any]) -> dict[str, Any]:
     """A move's ``status.lastEviction`` once the moved job has been placed again: ``movedTo``
-    emptied (a list is replaced whole by a merge patch; an absent key would be kept). A job
+    emptied (the move's plan is over; `consolidated_to` reads nothing from it). A job
     that finished after that neither holds the plan's nodes again nor is kept from Completed
     for the rest of the window (review s9 R2)."""
     return {**last, "movedTo": []}
