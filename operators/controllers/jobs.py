@@ -1,7 +1,8 @@
 """The `jobs` operator: HybridJob and VCJob -> one PodGroup + pods, through the job core.
 
 `python -m operators jobs [flags]` (or under `all`). Flags/variables: see
-`operators.controllers.kopf_runner.KopfSettings` (prefix `--jobs-`, `SLUICE_JOBS_`).
+`operators.controllers.kopf_runner.KopfSettings` plus `JobsSettings` (prefix `--jobs-`,
+`SLUICE_JOBS_`).
 
 How it runs at scale (no handler writes to Pods, nothing persists per event):
 - pods of jobs are watched by an informer (`pod_watch`: the API server selects pods with the job
@@ -12,7 +13,7 @@ How it runs at scale (no handler writes to Pods, nothing persists per event):
 - a reconcile worker takes dirty jobs, at most one reconcile per job at a time and at most one
   per `STATUS_INTERVAL` per job, so status writes coalesce to about one per job per second under
   churn, and creates/deletes pods with bounded concurrency;
-- when more jobs are dirty than `RECONCILE_CONCURRENCY` reconciles can take, the oldest jobs (in
+- when more jobs are dirty than `reconcile_concurrency` reconciles can take, the oldest jobs (in
   the order this process first saw them) go first: under overload the jobs already on their way
   finish at the rate the operator and API server sustain, instead of every job's next step
   queueing behind every newer job's (throughput collapsed to a fraction of that rate);
@@ -46,7 +47,12 @@ from operators.api.batch import HybridJob, JobPhase, TransitionLevel, VCJob
 from operators.api.scheduling import PodGroup, Pool, Queue
 from operators.controllers import jobs_apply as AP
 from operators.controllers.jobs_plugins import Plugins
-from operators.controllers.kopf_runner import KopfOperator, OperatorContext, events_only
+from operators.controllers.kopf_runner import (
+    KopfOperator,
+    KopfSettings,
+    OperatorContext,
+    events_only,
+)
 from operators.controllers.kopf_runner import main as run_operator
 from operators.controllers.pod_watch import watch_pods
 from operators.jobs import pods as P
@@ -75,6 +81,7 @@ STATUS_INTERVAL: Final = 1.0
 COUNT_INTERVAL = 5.0
 """Seconds between two counts of jobs by phase (`sluice_operator_objects`)."""
 RECONCILE_CONCURRENCY: Final = 16
+"""Default of `JobsSettings.reconcile_concurrency`."""
 EVENT_INTERVAL: Final = 10.0
 """Seconds a job's transition Events are held, from the first one held (a terminal phase
 writes them at once): a one-pod job that ends within it writes one Event in its life."""
@@ -100,6 +107,15 @@ forgotten: the next step creates it again if it is missing (AlreadyExists if not
 WAITING_FOR_ADMISSION: Final = frozenset({None, JobPhase.PENDING, JobPhase.RESTARTING})
 RAN_GROUP_PHASES: Final = frozenset({"Running", "Unknown"})
 """Group phases the scheduler derives from bound members, not from an admission."""
+
+
+@dataclass(frozen=True)
+class JobsSettings(KopfSettings):
+    reconcile_concurrency: int = RECONCILE_CONCURRENCY
+    """Job steps (reconciles) in flight at once. Each is a few API calls in sequence, so under a
+    flood of jobs this bounds the operator's writes a second; past what the API server takes,
+    more only queue there (figures: docs/reliability.md)."""
+
 
 Key = tuple[str, str, str]  # kind, namespace, name
 JobPod = tuple[Key, PodObs]
@@ -231,8 +247,11 @@ def shape_of(body: Mapping[str, Any]) -> JobShape:
 
 
 class JobsController:
-    def __init__(self, ctx: OperatorContext) -> None:
+    def __init__(
+        self, ctx: OperatorContext, reconcile_concurrency: int = RECONCILE_CONCURRENCY
+    ) -> None:
         self.ctx = ctx
+        self.reconcile_concurrency = reconcile_concurrency
         self._counted = 0.0
         self.apply = AP.Applier(ctx.client, POD_CONCURRENCY)
         self.events = EventRecorder(ctx.client, "sluice-jobs")
@@ -400,7 +419,7 @@ class JobsController:
                     if (state := self.jobs.get(key)) is not None:
                         self._flush_events(key, state)
             waits = [*self.timers.values(), *self.flush_due.values()]
-            free = RECONCILE_CONCURRENCY - len(self.running)
+            free = self.reconcile_concurrency - len(self.running)
             if free > 0 and not self.stopping:  # else a reconcile ending wakes this loop
                 waiting = [k for k in self.dirty if k not in self.running]
                 ready = [k for k in waiting if self.not_before.get(k, 0.0) <= now]
@@ -437,11 +456,11 @@ class JobsController:
 
     async def _write_held(self) -> None:
         """On stop: each status write held is made as its step decided it,
-        RECONCILE_CONCURRENCY at a time. No step runs: a stopping operator creates and deletes
+        `reconcile_concurrency` at a time. No step runs: a stopping operator creates and deletes
         no pods, and sends no group for admission (its successor decides from the cluster). A
         job whose step is running writes there (`stopping` holds nothing); a step that held
         its status has ended already (nothing after `_hold_status` awaits for a held phase)."""
-        sem = asyncio.Semaphore(RECONCILE_CONCURRENCY)
+        sem = asyncio.Semaphore(self.reconcile_concurrency)
 
         async def one(key: Key, state: JobState) -> None:
             async with sem:
@@ -789,8 +808,16 @@ class JobsController:
         self.events.post_in_order(involved, [(ev.type, ev.reason, ev.message) for ev in events])
 
 
+def controller_for(ctx: OperatorContext) -> JobsController:
+    """The controller `register` runs, with the operator's settings. `OPERATOR.settings_class`
+    makes them JobsSettings; a caller running the operator with plain KopfSettings gets the
+    defaults of the jobs' own fields."""
+    settings = ctx.settings if isinstance(ctx.settings, JobsSettings) else JobsSettings()
+    return JobsController(ctx, settings.reconcile_concurrency)
+
+
 def register(registry: kopf.OperatorRegistry, ctx: OperatorContext) -> None:
-    controller = JobsController(ctx)
+    controller = controller_for(ctx)
     pods = watch_pods(registry, ctx, job_pod, controller.on_pod, JOB_PODS)
     queues = Informer(
         ctx.client,
@@ -837,6 +864,7 @@ OPERATOR = KopfOperator(
     description="HybridJob and VCJob -> PodGroup + pods (the job core), with plugins and presets.",
     configure=events_only,
     health_port=8081,
+    settings_class=JobsSettings,
 )
 
 

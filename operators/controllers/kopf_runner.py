@@ -154,6 +154,10 @@ class KopfOperator:
     health_port: int = 0
     """Default liveness port of this operator (distinct per operator, so `all` can serve each)."""
 
+    settings_class: type[KopfSettings] = KopfSettings
+    """The operator's settings: `KopfSettings` or a subclass with its own fields (flags and
+    variables prefixed like the rest); `register` reads them from `OperatorContext.settings`."""
+
     @property
     def prefix(self) -> str:
         return self.name.replace("-", "_")
@@ -318,7 +322,7 @@ async def _stop_tasks(tasks: Collection[asyncio.Task[Any]]) -> None:
 
 def parse(operator: KopfOperator, argv: Sequence[str]) -> KopfSettings:
     return parse_settings(
-        KopfSettings,
+        operator.settings_class,
         argv,
         prog=f"python -m operators {operator.name}",
         description=operator.description,
