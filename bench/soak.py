@@ -308,6 +308,10 @@ def load(cluster: DevCluster, args: Any, logs: pathlib.Path) -> dict[str, Any]:
         writes0, t0 = api_writes(api), time.monotonic()
         sent = submit_at(vcjob_creator(custom, ns), args.rate, args.seconds, progress)
         submitted = sent.accepted
+        # Completions while submissions went on vs after: whether the operators keep up with
+        # the rate, or only drain a backlog once it stops.
+        submitting_seconds = time.monotonic() - t0
+        completed_submitting = sum(p == "Completed" for p in list(phases.values()))
         deadline = time.monotonic() + args.drain_seconds
         last = time.monotonic()
         completed = 0
@@ -340,6 +344,13 @@ def load(cluster: DevCluster, args: Any, logs: pathlib.Path) -> dict[str, Any]:
         "submissions": sent.report(),
         "completed": completed,
         "completed_per_second": round(completed / seconds, 1),
+        "completed_while_submitting_per_second": round(
+            completed_submitting / submitting_seconds, 1
+        ),
+        "completed_after_submitting_per_second": round(
+            (completed - completed_submitting) / max(0.1, seconds - submitting_seconds), 1
+        ),
+        "drain_seconds": round(seconds - submitting_seconds, 1),
         "run_seconds": round(seconds, 1),
         "not_completed": submitted - completed,
         "not_completed_phases": unfinished,
