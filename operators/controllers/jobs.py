@@ -80,7 +80,7 @@ STATUS_INTERVAL: Final = 1.0
 """Seconds between two reconciles (and so status writes) of one job."""
 COUNT_INTERVAL = 5.0
 """Seconds between two counts of jobs by phase (`sluice_operator_objects`)."""
-RECONCILE_CONCURRENCY: Final = 16
+RECONCILE_CONCURRENCY: Final = 8
 """Default of `JobsSettings.reconcile_concurrency`."""
 EVENT_INTERVAL: Final = 10.0
 """Seconds a job's transition Events are held, from the first one held (a terminal phase
@@ -112,9 +112,11 @@ RAN_GROUP_PHASES: Final = frozenset({"Running", "Unknown"})
 @dataclass(frozen=True)
 class JobsSettings(KopfSettings):
     reconcile_concurrency: int = RECONCILE_CONCURRENCY
-    """Job steps (reconciles) in flight at once. Each is a few API calls in sequence, so under a
-    flood of jobs this bounds the operator's writes a second; past what the API server takes,
-    more only queue there (figures: docs/reliability.md)."""
+    """Job steps (reconciles) in flight at once. A step is mostly one API call (the PodGroup's
+    create, the pods' creates, a status write), so this bounds the operator's share of the API
+    server. More is not faster when the API server or the machine is the limit: steps wait
+    longer, jobs outlive the status and Event holds and write more (on a 2-core machine 8
+    drained a flood fastest, with the fewest writes per job; docs/reliability.md, session 10)."""
 
 
 Key = tuple[str, str, str]  # kind, namespace, name

@@ -77,7 +77,7 @@ async def test_an_older_job_goes_before_newer_ones_and_no_more_run_than_allowed(
     c.gates["old"].set()
     await c.until(lambda: len(c.started) == BOUND + 1)  # the slot went on
     c.not_before.pop(("VCJob", "ns", "old"))  # its STATUS_INTERVAL is over
-    c.gates["new-00"].set()  # a slot frees: the old job's step takes it, not new-04
+    c.gates["new-00"].set()  # a slot frees: the old job's step takes it, not new-05
     await c.until(lambda: len(c.started) == BOUND + 2)
     assert c.started[-1] == "old"
     stop.set()
