@@ -273,6 +273,12 @@ class JobsController:
         self.pods: dict[Key, dict[PodKey, PodObs]] = {}
         """job -> its pods' records, kept from the pod informer's changes (`on_pod`)."""
         self.dirty: set[Key] = set()
+        # The dirty jobs in the order they are started (oldest arrival first), and those whose
+        # next pass must wait (`not_before`): heaps, so starting one costs log(n) however many
+        # wait (a list rebuilt per start took 80 % of the operator's CPU at 25,000 waiting).
+        # Entries go stale (a job started, forgotten, or running) and are skipped when popped.
+        self._queue: list[tuple[int, Key]] = []
+        self._later: list[tuple[float, int, Key]] = []
         self.not_before: dict[Key, float] = {}
         self.timers: dict[Key, float] = {}
         self.running: set[Key] = set()
@@ -289,9 +295,15 @@ class JobsController:
     # -- watch side ---------------------------------------------------------------------------
 
     def mark(self, key: Key) -> None:
-        if key in self.jobs:
-            self.dirty.add(key)
+        state = self.jobs.get(key)
+        if state is not None:
+            self._enqueue(key, state.arrival)
             self.wake.set()
+
+    def _enqueue(self, key: Key, arrival: int) -> None:
+        if key not in self.dirty:
+            self.dirty.add(key)
+            heapq.heappush(self._queue, (arrival, key))
 
     def on_job(self, event_type: str, body: Mapping[str, Any]) -> None:
         key = key_of(body)
@@ -421,21 +433,35 @@ class JobsController:
                     if (state := self.jobs.get(key)) is not None:
                         self._flush_events(key, state)
             waits = [*self.timers.values(), *self.flush_due.values()]
-            free = self.reconcile_concurrency - len(self.running)
-            if free > 0 and not self.stopping:  # else a reconcile ending wakes this loop
-                waiting = [k for k in self.dirty if k not in self.running]
-                ready = [k for k in waiting if self.not_before.get(k, 0.0) <= now]
-                for key in heapq.nsmallest(free, ready, key=self._arrival):
-                    self.dirty.discard(key)
-                    self.running.add(key)
-                    task = asyncio.create_task(self._run_one(key), name=f"reconcile-{key[2]}")
-                    self._tasks.add(task)
-                    task.add_done_callback(self._tasks.discard)
-                if len(ready) <= free:  # all started: the rest wait for their interval
-                    waits += [t for k in waiting if (t := self.not_before.get(k, 0.0)) > now]
+            if not self.stopping:  # else no reconcile starts any more
+                self._start_ready(now)
+                if self._later:
+                    waits.append(self._later[0][0])
             timeout = max(0.05, min(waits) - now) if waits else None
             self.wake.clear()
             await woken(self.wake, timeout)
+
+    def _start_ready(self, now: float) -> None:
+        """Start the oldest dirty jobs whose interval is over, up to the free reconcile slots
+        (a reconcile ending wakes the loop for the next)."""
+        while self._later and self._later[0][0] <= now:
+            _, arrival, key = heapq.heappop(self._later)
+            heapq.heappush(self._queue, (arrival, key))
+        free = self.reconcile_concurrency - len(self.running)
+        while free > 0 and self._queue:
+            arrival, key = heapq.heappop(self._queue)
+            if key not in self.dirty or key in self.running:
+                continue  # started or forgotten since; a running one is queued when it ends
+            due = self.not_before.get(key, 0.0)
+            if due > now:
+                heapq.heappush(self._later, (due, arrival, key))
+                continue
+            self.dirty.discard(key)
+            self.running.add(key)
+            task = asyncio.create_task(self._run_one(key), name=f"reconcile-{key[2]}")
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+            free -= 1
 
     async def stop(self) -> None:
         # Reconciles still running would tell transitions after the flush below: let them end
@@ -492,6 +518,10 @@ class JobsController:
         finally:
             self.running.discard(key)
             self.not_before[key] = time.monotonic() + STATUS_INTERVAL
+            if key in self.dirty and (state := self.jobs.get(key)) is not None:
+                # Marked while it ran: its queue entry was dropped when popped (or still
+                # waits); queued again so it is not left dirty with no entry.
+                heapq.heappush(self._queue, (state.arrival, key))
             self.wake.set()
             self.ctx.metrics.reconciled(time.monotonic() - started, ok)
             self._count_jobs()
@@ -507,10 +537,6 @@ class JobsController:
             phase = str((state.body.get("status") or {}).get("phase") or "Pending")
             phases[phase] = phases.get(phase, 0) + 1
         self.ctx.metrics.count_objects("job", phases)
-
-    def _arrival(self, key: Key) -> int:
-        state = self.jobs.get(key)
-        return state.arrival if state is not None else -1
 
     def _pods_of(self, key: Key) -> list[PodObs]:
         return list(self.pods.get(key, {}).values())

@@ -11,6 +11,7 @@ went on using the module's default instead of its own bound."""
 from __future__ import annotations
 
 import asyncio
+import time
 from types import SimpleNamespace
 from typing import Any
 
@@ -76,8 +77,10 @@ async def test_an_older_job_goes_before_newer_ones_and_no_more_run_than_allowed(
     c.mark(("VCJob", "ns", "old"))  # its pod moved: the job has its next step to take
     c.gates["old"].set()
     await c.until(lambda: len(c.started) == BOUND + 1)  # the slot went on
-    c.not_before.pop(("VCJob", "ns", "old"))  # its STATUS_INTERVAL is over
-    c.gates["new-00"].set()  # a slot frees: the old job's step takes it, not new-05
+    # Its STATUS_INTERVAL runs out while every slot is taken: it waits, first in line.
+    await asyncio.sleep(c.not_before[("VCJob", "ns", "old")] - time.monotonic() + 0.1)
+    assert c.started.count("old") == 1
+    c.gates["new-00"].set()  # a slot frees: the old job's step takes it, not the next new one
     await c.until(lambda: len(c.started) == BOUND + 2)
     assert c.started[-1] == "old"
     stop.set()
