@@ -276,9 +276,12 @@ class JobsController:
         # The dirty jobs in the order they are started (oldest arrival first), and those whose
         # next pass must wait (`not_before`): heaps, so starting one costs log(n) however many
         # wait (a list rebuilt per start took 80 % of the operator's CPU at 25,000 waiting).
-        # Entries go stale (a job started, forgotten, or running) and are skipped when popped.
-        self._queue: list[tuple[int, Key]] = []
-        self._later: list[tuple[float, int, Key]] = []
+        # Each dirty job that is not running has one live entry (`_entry`: its token); a
+        # running one has none until it ends. Superseded entries are skipped when popped.
+        self._queue: list[tuple[int, int, Key]] = []
+        self._later: list[tuple[float, int, int, Key]] = []
+        self._entry: dict[Key, int] = {}
+        self._tokens = itertools.count()
         self.not_before: dict[Key, float] = {}
         self.timers: dict[Key, float] = {}
         self.running: set[Key] = set()
@@ -303,7 +306,13 @@ class JobsController:
     def _enqueue(self, key: Key, arrival: int) -> None:
         if key not in self.dirty:
             self.dirty.add(key)
-            heapq.heappush(self._queue, (arrival, key))
+            if key not in self.running:  # else queued when its reconcile ends (`_run_one`)
+                self._push(key, arrival)
+
+    def _push(self, key: Key, arrival: int) -> None:
+        """Give the job its one live entry (a new arrival, or back from a run)."""
+        token = self._entry[key] = next(self._tokens)
+        heapq.heappush(self._queue, (arrival, token, key))
 
     def on_job(self, event_type: str, body: Mapping[str, Any]) -> None:
         key = key_of(body)
@@ -325,6 +334,8 @@ class JobsController:
                 status_seen="status" in body,
                 in_api=Progress.of(memory),
             )
+            if key in self.dirty and key not in self.running:
+                self._push(key, self.jobs[key].arrival)  # in line as the new job it is
             self.mark(key)
             return
         state.status_seen = state.status_seen or "status" in body
@@ -348,6 +359,7 @@ class JobsController:
         self.flush_due.pop(key, None)
         self.released.pop(key[1:], None)  # the group is named after its job (pods.group_name)
         self.dirty.discard(key)
+        self._entry.pop(key, None)
         self.not_before.pop(key, None)
         self.timers.pop(key, None)
 
@@ -445,17 +457,22 @@ class JobsController:
         """Start the oldest dirty jobs whose interval is over, up to the free reconcile slots
         (a reconcile ending wakes the loop for the next)."""
         while self._later and self._later[0][0] <= now:
-            _, arrival, key = heapq.heappop(self._later)
-            heapq.heappush(self._queue, (arrival, key))
+            _, arrival, token, key = heapq.heappop(self._later)
+            if self._entry.get(key) == token:
+                heapq.heappush(self._queue, (arrival, token, key))
         free = self.reconcile_concurrency - len(self.running)
         while free > 0 and self._queue:
-            arrival, key = heapq.heappop(self._queue)
-            if key not in self.dirty or key in self.running:
-                continue  # started or forgotten since; a running one is queued when it ends
+            arrival, token, key = heapq.heappop(self._queue)
+            if self._entry.get(key) != token:
+                continue  # superseded (a new job of the name, a later push) or forgotten
+            if key not in self.dirty:
+                del self._entry[key]
+                continue
             due = self.not_before.get(key, 0.0)
             if due > now:
-                heapq.heappush(self._later, (due, arrival, key))
+                heapq.heappush(self._later, (due, arrival, token, key))
                 continue
+            del self._entry[key]
             self.dirty.discard(key)
             self.running.add(key)
             task = asyncio.create_task(self._run_one(key), name=f"reconcile-{key[2]}")
@@ -517,11 +534,10 @@ class JobsController:
             self.timers[key] = time.monotonic() + RETRY_AFTER_ERROR
         finally:
             self.running.discard(key)
-            self.not_before[key] = time.monotonic() + STATUS_INTERVAL
-            if key in self.dirty and (state := self.jobs.get(key)) is not None:
-                # Marked while it ran: its queue entry was dropped when popped (or still
-                # waits); queued again so it is not left dirty with no entry.
-                heapq.heappush(self._queue, (state.arrival, key))
+            if (state := self.jobs.get(key)) is not None:  # not a job forgotten meanwhile
+                self.not_before[key] = time.monotonic() + STATUS_INTERVAL
+                if key in self.dirty and key not in self._entry:
+                    self._push(key, state.arrival)  # marked while it ran
             self.wake.set()
             self.ctx.metrics.reconciled(time.monotonic() - started, ok)
             self._count_jobs()
