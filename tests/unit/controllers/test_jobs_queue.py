@@ -87,7 +87,7 @@ async def test_a_job_marked_on_every_run_keeps_one_entry(monkeypatch: pytest.Mon
             await asyncio.sleep(0)
         await asyncio.sleep(0.001)
 
-    c.reconcile = reconcile  # type: ignore[method-assign]
+    c.reconcile = reconcile  # type: ignore[method-assign,assignment]
     worker = asyncio.create_task(c.run())
     for name in ("hot", *(f"o{i}" for i in range(20))):
         c.on_job("ADDED", vcjob(name))
