@@ -14,14 +14,7 @@ from operators.controllers import jobs as J
 from operators.controllers.jobs import JobsController
 from operators.runtime.operator_metrics import OperatorMetrics
 
-
-def vcjob(name: str, uid: str | None = None) -> dict[str, Any]:
-    return {
-        "apiVersion": "batch.sluice.dev/v1alpha1",
-        "kind": "VCJob",
-        "metadata": {"name": name, "namespace": "ns", "uid": uid or f"u-{name}", "generation": 1},
-        "spec": {"tasks": [{"name": "w", "replicas": 1, "template": {"spec": {}}}]},
-    }
+from .test_jobs_worker import vcjob
 
 
 def key(name: str) -> tuple[str, str, str]:

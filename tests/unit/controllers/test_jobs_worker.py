@@ -31,11 +31,11 @@ BOUND = 5
 """Not the default: a worker that ignored its setting would start RECONCILE_CONCURRENCY."""
 
 
-def vcjob(name: str) -> dict[str, Any]:
+def vcjob(name: str, uid: str | None = None) -> dict[str, Any]:
     return {
         "apiVersion": "batch.sluice.dev/v1alpha1",
         "kind": "VCJob",
-        "metadata": {"name": name, "namespace": "ns", "uid": f"u-{name}", "generation": 1},
+        "metadata": {"name": name, "namespace": "ns", "uid": uid or f"u-{name}", "generation": 1},
         "spec": {"tasks": [{"name": "w", "replicas": 1, "template": {"spec": {}}}]},
     }
 
